@@ -19,7 +19,14 @@ export default tseslint.config(
     plugins: { 'import-x': importX },
     settings: { 'import-x/resolver': { node: { extensions: ['.ts', '.js'] } } },
     rules: {
-      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-floating-promises': [
+        'error',
+        {
+          allowForKnownSafeCalls: [
+            { from: 'package', name: ['test', 'describe', 'it', 'suite', 'before', 'after'], package: 'node:test' },
+          ],
+        },
+      ],
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'separate-type-imports' }],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       'import-x/no-cycle': ['error', { ignoreExternal: true }],

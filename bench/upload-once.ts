@@ -1,0 +1,48 @@
+/**
+ * One upload by our client, in a process of its own so that its memory figures are its own.
+ * Prints one JSON line: seconds (connect + handshake + upload + confirmed finish), idle and peak
+ * RSS in bytes. Used by bench/upload-local.ts and bench/upload-ssh.ts.
+ *
+ *   node bench/upload-once.ts --socket PATH --pool NAME --vol NAME --file PATH [--chunk BYTES]
+ */
+import { createReadStream, statSync } from 'node:fs';
+import net from 'node:net';
+import { parseArgs } from 'node:util';
+import { LibvirtClient } from '../lib/libvirt/client.ts';
+
+const { values } = parseArgs({
+  options: {
+    socket: { type: 'string' },
+    pool: { type: 'string' },
+    vol: { type: 'string' },
+    file: { type: 'string' },
+    chunk: { type: 'string', default: String(1024 * 1024) },
+  },
+});
+for (const k of ['socket', 'pool', 'vol', 'file'] as const) {
+  if (!values[k]) throw new Error(`--${k} is required`);
+}
+
+let peak = process.memoryUsage.rss();
+const sampler = setInterval(() => {
+  peak = Math.max(peak, process.memoryUsage.rss());
+}, 10);
+const idle = process.memoryUsage.rss();
+const started = performance.now();
+const sock = net.connect(values.socket!);
+await new Promise<void>((resolve, reject) => sock.once('connect', resolve).once('error', reject));
+const client = await LibvirtClient.connect(sock);
+const pool = await client.storagePoolLookupByName(values.pool!);
+const vol = await client.storageVolLookupByName(pool, values.vol!);
+const size = statSync(values.file!).size;
+const res = await client.storageVolUpload(vol, createReadStream(values.file!, { highWaterMark: 1024 * 1024 }), {
+  chunkBytes: Number(values.chunk),
+});
+const seconds = (performance.now() - started) / 1000;
+clearInterval(sampler);
+peak = Math.max(peak, process.memoryUsage.rss());
+await client.close();
+if (res.bytes !== size) throw new Error(`uploaded ${res.bytes} of ${size} bytes`);
+process.stdout.write(
+  JSON.stringify({ seconds, bytes: res.bytes, idleRss: idle, peakRss: peak, maxRssKiB: process.resourceUsage().maxRSS }) + '\n',
+);

@@ -1,0 +1,419 @@
+/**
+ * One libvirt RPC connection over any duplex byte stream (a unix socket, an SSH-forwarded
+ * channel). It owns the stream: serials, reply routing, per-call budgets, keepalive, and teardown.
+ *
+ * Teardown never waits (H1): `kill(reason)` records the reason, rejects every pending call and
+ * stream, and only then destroys the transport. Any framing error, overrun budget, abort or
+ * keepalive timeout kills the connection; the next user dials a new one.
+ */
+import type { Duplex } from 'node:stream';
+import { KeepaliveProc, MessageStatus, MessageType, Program, REMOTE_PROTOCOL_VERSION, procName } from './constants.ts';
+import {
+  LibvirtAbortedError,
+  LibvirtConnectionError,
+  LibvirtError,
+  LibvirtKeepaliveError,
+  LibvirtProtocolError,
+  LibvirtTimeoutError,
+} from './errors.ts';
+import type { CallObservation, CallObserver } from './observe.ts';
+import { encodePacket, encodePrefix, PacketParser } from './packet.ts';
+import type { Header, Packet } from './packet.ts';
+import { remoteError } from './protocol.ts';
+
+/** Budget and cancellation of one call. */
+export interface CallOptions {
+  /** Budget of the call in milliseconds, from send to reply. Default: the connection's `callTimeoutMs`. */
+  timeoutMs?: number;
+  /** Aborting kills the connection (the daemon cannot be told to forget a call) and rejects the call. */
+  signal?: AbortSignal;
+}
+
+export interface ConnectionOptions {
+  /** Default budget of a call in milliseconds. Default 30000. */
+  callTimeoutMs?: number;
+  /** Largest packet accepted from the peer, in bytes. Default 32 MiB + 4 (VIR_NET_MESSAGE_MAX). */
+  maxPacketBytes?: number;
+  /** Receives one start/end per call (spans, log lines). */
+  observer?: CallObserver;
+  /** A label for errors and logs, e.g. the host name. */
+  label?: string;
+}
+
+export interface KeepaliveOptions {
+  /** Idle time after which a PING is sent, in milliseconds. Default 5000. */
+  intervalMs?: number;
+  /**
+   * Unanswered PINGs tolerated. The peer is declared dead after about
+   * `intervalMs × (countMax + 1)` without any byte from it. Default 3.
+   */
+  countMax?: number;
+}
+
+/** Receives STREAM packets of one serial, and the connection's death. */
+export interface StreamSink {
+  onPacket(packet: Packet): void;
+  onDead(reason: Error): void;
+}
+
+interface PendingCall {
+  proc: number;
+  resolve(body: Buffer): void;
+  reject(err: Error): void;
+  cleanup(): void;
+  observation: CallObservation | undefined;
+}
+
+const EMPTY = Buffer.alloc(0);
+
+export class LibvirtConnection {
+  readonly label: string;
+  readonly #transport: Duplex;
+  readonly #parser: PacketParser;
+  readonly #callTimeoutMs: number;
+  readonly #observer: CallObserver | undefined;
+  readonly #pending = new Map<number, PendingCall>();
+  readonly #streams = new Map<number, StreamSink>();
+  readonly #deathListeners = new Set<(reason: Error) => void>();
+  #nextSerial = 1;
+  #deadReason: Error | undefined;
+  #keepaliveTimer: NodeJS.Timeout | undefined;
+  #lastReceivedAt = Date.now();
+  #missedPings = 0;
+  #bytesIn = 0;
+  #bytesOut = 0;
+  readonly #onData = (chunk: Buffer): void => this.#receive(chunk);
+  readonly #onError = (err: Error): void =>
+    this.kill(new LibvirtConnectionError(`${this.label}: transport error: ${err.message}`, { cause: err }));
+  readonly #onClose = (): void => this.kill(new LibvirtConnectionError(`${this.label}: connection closed by peer`));
+
+  constructor(transport: Duplex, options: ConnectionOptions = {}) {
+    this.label = options.label ?? 'libvirt';
+    this.#transport = transport;
+    this.#parser = new PacketParser(options.maxPacketBytes);
+    this.#callTimeoutMs = options.callTimeoutMs ?? 30_000;
+    this.#observer = options.observer;
+    transport.on('data', this.#onData);
+    transport.on('error', this.#onError);
+    transport.on('close', this.#onClose);
+    transport.on('end', this.#onClose);
+  }
+
+  get isDead(): boolean {
+    return this.#deadReason !== undefined;
+  }
+  get deadReason(): Error | undefined {
+    return this.#deadReason;
+  }
+  /** Calls waiting for a reply. */
+  get pendingCalls(): number {
+    return this.#pending.size;
+  }
+  /** Streams registered. */
+  get openStreams(): number {
+    return this.#streams.size;
+  }
+  get bytesIn(): number {
+    return this.#bytesIn;
+  }
+  get bytesOut(): number {
+    return this.#bytesOut;
+  }
+  /** The transport's write buffer is full: wait for `whenWritable` before writing more. */
+  get writeBlocked(): boolean {
+    return this.#transport.writableNeedDrain;
+  }
+
+  /** Runs `fn` once when the connection dies (at once if it is dead). Returns an unsubscribe. */
+  onDeath(fn: (reason: Error) => void): () => void {
+    if (this.#deadReason) {
+      fn(this.#deadReason);
+      return () => {};
+    }
+    this.#deathListeners.add(fn);
+    return () => this.#deathListeners.delete(fn);
+  }
+
+  /**
+   * Kills the connection: idempotent, first reason wins. Order matters (H1): record the reason,
+   * reject every waiter, and only then destroy the transport, never a polite close first.
+   */
+  kill(reason: Error, culpritSerial?: number): void {
+    if (this.#deadReason) return;
+    this.#deadReason = reason;
+    if (this.#keepaliveTimer) clearInterval(this.#keepaliveTimer);
+    this.#keepaliveTimer = undefined;
+    const others =
+      reason instanceof LibvirtConnectionError
+        ? reason
+        : new LibvirtConnectionError(`${this.label}: connection killed: ${reason.message}`, { cause: reason });
+    const pending = [...this.#pending.entries()];
+    this.#pending.clear();
+    for (const [serial, call] of pending) {
+      call.cleanup();
+      const err = serial === culpritSerial ? reason : others;
+      call.observation?.end({ error: err });
+      call.reject(err);
+    }
+    const streams = [...this.#streams.values()];
+    this.#streams.clear();
+    for (const sink of streams) sink.onDead(others);
+    const listeners = [...this.#deathListeners];
+    this.#deathListeners.clear();
+    for (const fn of listeners) fn(reason);
+    this.#transport.off('data', this.#onData);
+    this.#transport.destroy();
+    // Late 'error' events after destroy must not crash the process.
+    this.#transport.on('error', () => {});
+  }
+
+  /** Next free serial (never 0, which keepalive uses). */
+  allocSerial(): number {
+    const serial = this.#nextSerial;
+    this.#nextSerial = this.#nextSerial >= 0xffffffff ? 1 : this.#nextSerial + 1;
+    return serial;
+  }
+
+  /**
+   * Sends a CALL of the remote program and resolves with the reply body. Rejects with
+   * LibvirtError (daemon error), LibvirtTimeoutError (budget overrun: the connection is killed),
+   * LibvirtAbortedError (aborted: the connection is killed) or LibvirtConnectionError.
+   */
+  call(proc: number, body: Uint8Array, options: CallOptions = {}, serial: number = this.allocSerial()): Promise<Buffer> {
+    if (this.#deadReason) {
+      return Promise.reject(
+        new LibvirtConnectionError(`${this.label}: ${procName(proc)} on a dead connection: ${this.#deadReason.message}`, {
+          cause: this.#deadReason,
+        }),
+      );
+    }
+    const { signal } = options;
+    if (signal?.aborted) {
+      return Promise.reject(new LibvirtAbortedError(`${procName(proc)} aborted before it was sent`, { cause: signal.reason }));
+    }
+    const timeoutMs = options.timeoutMs ?? this.#callTimeoutMs;
+    return new Promise<Buffer>((resolve, reject) => {
+      const observation = this.#observer?.start({ proc, serial, bytesOut: body.length });
+      const timer = setTimeout(() => {
+        this.kill(
+          new LibvirtTimeoutError(`${this.label}: ${procName(proc)} exceeded its ${timeoutMs} ms budget; connection killed`),
+          serial,
+        );
+      }, timeoutMs);
+      const onAbort = (): void => {
+        this.kill(
+          new LibvirtAbortedError(`${this.label}: ${procName(proc)} aborted; connection killed`, { cause: signal?.reason }),
+          serial,
+        );
+      };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#pending.set(serial, {
+        proc,
+        resolve,
+        reject,
+        observation,
+        cleanup: () => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+        },
+      });
+      this.#write([
+        encodePrefix(
+          {
+            prog: Program.REMOTE,
+            vers: REMOTE_PROTOCOL_VERSION,
+            proc,
+            type: MessageType.CALL,
+            serial,
+            status: MessageStatus.OK,
+          },
+          body.length,
+        ),
+        body,
+      ]);
+    });
+  }
+
+  /** Registers the receiver of STREAM packets for `serial`. */
+  registerStream(serial: number, sink: StreamSink): void {
+    if (this.#deadReason) {
+      sink.onDead(this.#deadReason);
+      return;
+    }
+    this.#streams.set(serial, sink);
+  }
+
+  unregisterStream(serial: number): void {
+    this.#streams.delete(serial);
+  }
+
+  /**
+   * Writes one STREAM packet of `proc`/`serial` with the given status and body pieces (written
+   * without copying). Returns false when the transport's buffer is full (wait for `whenWritable`).
+   */
+  writeStreamPacket(proc: number, serial: number, status: number, pieces: readonly Uint8Array[]): boolean {
+    let bytes = 0;
+    for (const p of pieces) bytes += p.length;
+    const prefix = encodePrefix(
+      { prog: Program.REMOTE, vers: REMOTE_PROTOCOL_VERSION, proc, type: MessageType.STREAM, serial, status },
+      bytes,
+    );
+    return this.#write([prefix, ...pieces]);
+  }
+
+  /** Resolves when the transport can take more data; rejects when the connection dies. */
+  whenWritable(): Promise<void> {
+    if (this.#deadReason) return Promise.reject(this.#deadReason);
+    if (!this.#transport.writableNeedDrain) return Promise.resolve();
+    return new Promise<void>((resolve, reject) => {
+      const onDrain = (): void => {
+        off();
+        resolve();
+      };
+      const offDeath = this.onDeath((reason) => {
+        this.#transport.off('drain', onDrain);
+        reject(reason);
+      });
+      const off = (): void => {
+        this.#transport.off('drain', onDrain);
+        offDeath();
+      };
+      this.#transport.on('drain', onDrain);
+    });
+  }
+
+  /** Starts keepalive (after the daemon confirmed the feature). Idempotent. */
+  startKeepalive(options: KeepaliveOptions = {}): void {
+    if (this.#keepaliveTimer || this.#deadReason) return;
+    const intervalMs = options.intervalMs ?? 5000;
+    const countMax = options.countMax ?? 3;
+    const tickMs = Math.max(50, Math.floor(intervalMs / 2));
+    this.#lastReceivedAt = Date.now();
+    this.#missedPings = 0;
+    let lastPingAt = 0;
+    this.#keepaliveTimer = setInterval(() => {
+      const now = Date.now();
+      if (now - this.#lastReceivedAt < intervalMs) return;
+      if (now - lastPingAt < intervalMs) return;
+      if (this.#missedPings >= countMax) {
+        this.kill(
+          new LibvirtKeepaliveError(
+            `${this.label}: no answer from the peer for ${now - this.#lastReceivedAt} ms (keepalive ${intervalMs} ms × ${countMax + 1}); connection killed`,
+          ),
+        );
+        return;
+      }
+      this.#missedPings++;
+      lastPingAt = now;
+      this.#sendKeepalive(KeepaliveProc.PING);
+    }, tickMs);
+    this.#keepaliveTimer.unref();
+  }
+
+  #sendKeepalive(proc: number): void {
+    this.#write([
+      encodePacket({ prog: Program.KEEPALIVE, vers: 1, proc, type: MessageType.MESSAGE, serial: 0, status: MessageStatus.OK }),
+    ]);
+  }
+
+  #write(pieces: readonly Uint8Array[]): boolean {
+    if (this.#deadReason) return false;
+    const t = this.#transport;
+    let ok = true;
+    t.cork();
+    for (const p of pieces) {
+      if (p.length === 0) continue;
+      this.#bytesOut += p.length;
+      ok = t.write(p);
+    }
+    t.uncork();
+    return ok && !t.writableNeedDrain;
+  }
+
+  #receive(chunk: Buffer): void {
+    if (this.#deadReason) return;
+    this.#bytesIn += chunk.length;
+    this.#lastReceivedAt = Date.now();
+    this.#missedPings = 0;
+    let packets: Packet[];
+    try {
+      packets = this.#parser.push(chunk);
+    } catch (err) {
+      this.kill(err instanceof Error ? err : new LibvirtProtocolError(String(err)));
+      return;
+    }
+    for (const packet of packets) {
+      if (this.#deadReason) return;
+      try {
+        this.#dispatch(packet);
+      } catch (err) {
+        this.kill(
+          err instanceof LibvirtProtocolError
+            ? err
+            : new LibvirtProtocolError(`${this.label}: malformed packet: ${(err as Error).message}`, { cause: err }),
+        );
+        return;
+      }
+    }
+  }
+
+  #dispatch(packet: Packet): void {
+    const { header } = packet;
+    if (header.prog === Program.KEEPALIVE) {
+      if (header.type !== MessageType.MESSAGE) throw this.#protocolError('keepalive packet of wrong type', header);
+      if (header.proc === KeepaliveProc.PING) this.#sendKeepalive(KeepaliveProc.PONG);
+      else if (header.proc !== KeepaliveProc.PONG) throw this.#protocolError('unknown keepalive procedure', header);
+      return;
+    }
+    if (header.prog !== Program.REMOTE) throw this.#protocolError('unknown program', header);
+    if (header.vers !== REMOTE_PROTOCOL_VERSION) throw this.#protocolError('unknown protocol version', header);
+    switch (header.type) {
+      case MessageType.REPLY:
+        this.#dispatchReply(packet);
+        return;
+      case MessageType.STREAM: {
+        const sink = this.#streams.get(header.serial);
+        // Packets of a stream that already ended are dropped (the daemon may still confirm late).
+        sink?.onPacket(packet);
+        return;
+      }
+      case MessageType.MESSAGE:
+        // Asynchronous events: this client registers none; ignore.
+        return;
+      default:
+        throw this.#protocolError('unexpected message type', header);
+    }
+  }
+
+  #dispatchReply(packet: Packet): void {
+    const { header, body } = packet;
+    const call = this.#pending.get(header.serial);
+    if (!call) throw this.#protocolError('reply for an unknown serial', header);
+    if (call.proc !== header.proc) throw this.#protocolError(`reply names procedure ${header.proc}, the call was ${call.proc}`, header);
+    if (header.status !== MessageStatus.OK && header.status !== MessageStatus.ERROR) {
+      throw this.#protocolError('reply with unexpected status', header);
+    }
+    // Decode before settling: a malformed error body kills the connection with this call pending.
+    const err = header.status === MessageStatus.ERROR ? decodeRemoteError(body, header.proc) : undefined;
+    this.#pending.delete(header.serial);
+    call.cleanup();
+    call.observation?.end({ bytesIn: body.length, error: err });
+    if (err) call.reject(err);
+    else call.resolve(body.length === 0 ? EMPTY : body);
+  }
+
+  #protocolError(what: string, header: Header): LibvirtProtocolError {
+    return new LibvirtProtocolError(
+      `${this.label}: ${what} (prog 0x${header.prog.toString(16)}, vers ${header.vers}, proc ${header.proc}, type ${header.type}, serial ${header.serial}, status ${header.status}); connection dropped`,
+    );
+  }
+}
+
+/** Decodes a remote_error body into a LibvirtError (throws LibvirtProtocolError if malformed). */
+export function decodeRemoteError(body: Buffer, proc: number): LibvirtError {
+  try {
+    return new LibvirtError(remoteError.decode(body), proc);
+  } catch (err) {
+    throw new LibvirtProtocolError(`malformed error body for ${procName(proc)}: ${(err as Error).message}`, { cause: err });
+  }
+}

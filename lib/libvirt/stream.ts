@@ -1,0 +1,306 @@
+/**
+ * Upload streams (STORAGE_VOL_UPLOAD): CALL → REPLY OK, then STREAM/CONTINUE packets of raw bytes
+ * with no per-packet reply, then finish (STREAM/OK, confirmed by STREAM/OK or answered with
+ * STREAM/ERROR). A source that fails or stalls, or an abort, sends STREAM/ERROR and waits, within
+ * a bound, for the daemon's confirmation, leaving the connection usable. A STREAM/ERROR from the
+ * daemon at any time ends the upload at once with the daemon's error. Nothing outlives the call:
+ * the sink, listeners, timers and the source are released on every path.
+ */
+import { Readable } from 'node:stream';
+import { MessageStatus, procName } from './constants.ts';
+import { decodeRemoteError } from './connection.ts';
+import type { CallOptions, LibvirtConnection } from './connection.ts';
+import {
+  LibvirtAbortedError,
+  LibvirtConnectionError,
+  LibvirtProtocolError,
+  LibvirtTimeoutError,
+  LibvirtUploadSourceError,
+} from './errors.ts';
+import type { Packet } from './packet.ts';
+import { errorKind } from '../errors.ts';
+
+/** Default bytes per STREAM packet (see docs/benchmarks.md for the measurement behind it). */
+export const DEFAULT_UPLOAD_CHUNK_BYTES = 1024 * 1024;
+
+export interface UploadProgress {
+  /** Bytes handed to the transport so far. */
+  bytes: number;
+}
+
+export interface UploadOptions extends CallOptions {
+  /** Bytes per STREAM packet. Default 1 MiB; at most the daemon's message size minus headers. */
+  chunkBytes?: number;
+  /** Longest wait, in ms, for the transport to take more data before the connection is killed. Default 30000. */
+  writeIdleTimeoutMs?: number;
+  /** Longest wait, in ms, for the source's next chunk before the upload is aborted. Default 60000. */
+  sourceIdleTimeoutMs?: number;
+  /** Longest wait, in ms, for the daemon to confirm the finish. Default 120000. */
+  finishTimeoutMs?: number;
+  /** Longest wait, in ms, for the daemon to confirm an abort before the connection is killed. Default 5000. */
+  abortTimeoutMs?: number;
+  /** Called after each packet is handed to the transport. */
+  onProgress?: (progress: UploadProgress) => void;
+}
+
+export interface UploadResult {
+  bytes: number;
+}
+
+const MAX_CHUNK_BYTES = 16 * 1024 * 1024 - 64;
+
+class Deferred<T> {
+  readonly promise: Promise<T>;
+  resolve!: (value: T) => void;
+  reject!: (err: Error) => void;
+  settled = false;
+  #error: Error | undefined;
+  readonly #onReject = new Set<(err: Error) => void>();
+  constructor() {
+    this.promise = new Promise<T>((res, rej) => {
+      this.resolve = (v) => {
+        if (!this.settled) {
+          this.settled = true;
+          this.#onReject.clear();
+          res(v);
+        }
+      };
+      this.reject = (e) => {
+        if (!this.settled) {
+          this.settled = true;
+          this.#error = e;
+          rej(e);
+          const listeners = [...this.#onReject];
+          this.#onReject.clear();
+          for (const fn of listeners) fn(e);
+        }
+      };
+    });
+    this.promise.catch(() => {});
+  }
+  /**
+   * Calls `fn` if (or at once, when already) rejected; returns an unsubscribe. Waits subscribe and
+   * unsubscribe here instead of racing `promise`: every `Promise.race` against a long-lived pending
+   * promise leaves a reaction on it that keeps the race's result (a source chunk) alive until the
+   * upload ends, so memory would grow with the bytes uploaded.
+   */
+  onReject(fn: (err: Error) => void): () => void {
+    if (this.#error) {
+      fn(this.#error);
+      return () => {};
+    }
+    if (this.settled) return () => {};
+    this.#onReject.add(fn);
+    return () => this.#onReject.delete(fn);
+  }
+}
+
+/**
+ * Races `p` against the rejection of `others` and a timer; the timer and the subscriptions are
+ * always released. Once the timer fired, its error wins even if `onTimeout` (by killing the
+ * connection) rejected one of `others` first.
+ */
+async function within<T>(
+  p: Promise<T>,
+  others: readonly Pick<Deferred<never>, 'onReject'>[],
+  ms: number,
+  onTimeout: () => Error,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  let timedOut: Error | undefined;
+  const unsubscribe: (() => void)[] = [];
+  const interrupt = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      timedOut = onTimeout();
+      reject(timedOut);
+    }, ms);
+    for (const d of others) unsubscribe.push(d.onReject(reject));
+  });
+  try {
+    return await Promise.race([p, interrupt]);
+  } catch (err) {
+    throw timedOut ?? err;
+  } finally {
+    clearTimeout(timer);
+    for (const off of unsubscribe) off();
+  }
+}
+
+/** Marks errors that end the upload without an abort message (daemon error, dead connection). */
+const REMOTE = Symbol('remote failure');
+function isRemote(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && (err as Record<symbol, unknown>)[REMOTE] === true;
+}
+function markRemote(err: Error): Error {
+  (err as unknown as Record<symbol, unknown>)[REMOTE] = true;
+  return err;
+}
+
+/**
+ * Runs an upload stream of `proc` with the XDR-encoded `argsBody`, feeding it from `source`.
+ * Resolves once the daemon confirmed the finish.
+ */
+export async function uploadStream(
+  conn: LibvirtConnection,
+  proc: number,
+  argsBody: Uint8Array,
+  source: Readable | AsyncIterable<Uint8Array>,
+  options: UploadOptions = {},
+): Promise<UploadResult> {
+  const chunkBytes = options.chunkBytes ?? DEFAULT_UPLOAD_CHUNK_BYTES;
+  if (!Number.isInteger(chunkBytes) || chunkBytes < 1 || chunkBytes > MAX_CHUNK_BYTES) {
+    throw new RangeError(`chunkBytes must be an integer in [1, ${MAX_CHUNK_BYTES}], got ${chunkBytes}`);
+  }
+  const writeIdleTimeoutMs = options.writeIdleTimeoutMs ?? 30_000;
+  const sourceIdleTimeoutMs = options.sourceIdleTimeoutMs ?? 60_000;
+  const finishTimeoutMs = options.finishTimeoutMs ?? 120_000;
+  const abortTimeoutMs = options.abortTimeoutMs ?? 5_000;
+  const name = procName(proc);
+  const readable = source instanceof Readable ? source : Readable.from(source, { objectMode: false });
+
+  const serial = conn.allocSerial();
+  const failure = new Deferred<never>(); // daemon STREAM/ERROR or dead connection
+  const confirmation = new Deferred<'ok'>(); // daemon STREAM/OK (finish or abort confirmed)
+  conn.registerStream(serial, {
+    onPacket(packet: Packet) {
+      const { status } = packet.header;
+      if (status === MessageStatus.OK) {
+        confirmation.resolve('ok');
+      } else if (status === MessageStatus.ERROR) {
+        let err: Error;
+        try {
+          err = decodeRemoteError(packet.body, proc);
+        } catch (protocolErr) {
+          conn.kill(protocolErr as Error);
+          return;
+        }
+        failure.reject(markRemote(err));
+        confirmation.reject(markRemote(err));
+      } else {
+        conn.kill(new LibvirtProtocolError(`${conn.label}: ${name} upload received stream data with status ${status}`));
+      }
+    },
+    onDead(reason) {
+      const err = markRemote(
+        reason instanceof LibvirtConnectionError
+          ? reason
+          : new LibvirtConnectionError(`${conn.label}: ${name} upload lost its connection`, { cause: reason }),
+      );
+      failure.reject(err);
+      confirmation.reject(err);
+    },
+  });
+
+  const aborted = new Deferred<never>();
+  const onAbort = (): void =>
+    aborted.reject(new LibvirtAbortedError(`${name} upload aborted by the caller`, { cause: options.signal?.reason }));
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+
+  const iterator = readable[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>;
+  let sourceEnded = false;
+  let opened = false;
+  let total = 0;
+  let pieces: Uint8Array[] = [];
+  let pendingBytes = 0;
+
+  const flush = async (bytes: number): Promise<void> => {
+    const out: Uint8Array[] = [];
+    let need = bytes;
+    while (need > 0) {
+      const head = pieces[0]!;
+      if (head.length <= need) {
+        out.push(head);
+        pieces.shift();
+        need -= head.length;
+      } else {
+        out.push(head.subarray(0, need));
+        pieces[0] = head.subarray(need);
+        need = 0;
+      }
+    }
+    pendingBytes -= bytes;
+    const writable = conn.writeStreamPacket(proc, serial, MessageStatus.CONTINUE, out);
+    total += bytes;
+    options.onProgress?.({ bytes: total });
+    if (!writable) {
+      await within(conn.whenWritable(), [failure, aborted], writeIdleTimeoutMs, () => {
+        const err = new LibvirtTimeoutError(
+          `${conn.label}: ${name} upload: the transport took no data for ${writeIdleTimeoutMs} ms; connection killed`,
+        );
+        conn.kill(err);
+        return markRemote(err);
+      });
+    }
+  };
+
+  try {
+    await conn.call(proc, argsBody, options, serial);
+    opened = true;
+    if (failure.settled) await failure.promise;
+    for (;;) {
+      const next = await within(iterator.next(), [failure, aborted], sourceIdleTimeoutMs, () =>
+        new LibvirtUploadSourceError(`${name} upload: the source produced no data for ${sourceIdleTimeoutMs} ms`),
+      ).catch((err: unknown) => {
+        if (isRemote(err) || err instanceof LibvirtAbortedError || err instanceof LibvirtUploadSourceError) throw err;
+        throw new LibvirtUploadSourceError(`${name} upload: the source failed: ${(err as Error).message}`, {
+          cause: err,
+          kind: errorKind(err),
+        });
+      });
+      if (next.done) {
+        sourceEnded = true;
+        break;
+      }
+      const chunk: unknown = next.value;
+      if (!(chunk instanceof Uint8Array)) {
+        // A string chunk (a Readable with an encoding set) would be counted in UTF-16 units but
+        // written as UTF-8, desynchronising the framing: refuse it.
+        throw new LibvirtUploadSourceError(`${name} upload: the source yielded ${typeof chunk} chunks, not bytes`, { kind: 'Permanent' });
+      }
+      if (chunk.length === 0) continue;
+      pieces.push(chunk);
+      pendingBytes += chunk.length;
+      while (pendingBytes >= chunkBytes) await flush(chunkBytes);
+    }
+    if (pendingBytes > 0) await flush(pendingBytes);
+    conn.writeStreamPacket(proc, serial, MessageStatus.OK, []);
+    await within(confirmation.promise, [aborted], finishTimeoutMs, () => {
+      const err = new LibvirtTimeoutError(
+        `${conn.label}: ${name} upload: the daemon did not confirm the finish within ${finishTimeoutMs} ms; connection killed`,
+      );
+      conn.kill(err);
+      return markRemote(err);
+    });
+    return { bytes: total };
+  } catch (err) {
+    if (opened && !isRemote(err) && !conn.isDead && !failure.settled) {
+      await abortStream(conn, proc, serial, confirmation, abortTimeoutMs, name);
+    }
+    throw err;
+  } finally {
+    options.signal?.removeEventListener('abort', onAbort);
+    conn.unregisterStream(serial);
+    pieces = [];
+    if (!sourceEnded) readable.destroy();
+  }
+}
+
+/** Sends STREAM/ERROR and waits for the daemon's confirmation; kills the connection if none comes. */
+async function abortStream(
+  conn: LibvirtConnection,
+  proc: number,
+  serial: number,
+  confirmation: Deferred<'ok'>,
+  abortTimeoutMs: number,
+  name: string,
+): Promise<void> {
+  conn.writeStreamPacket(proc, serial, MessageStatus.ERROR, []);
+  try {
+    await within(confirmation.promise, [], abortTimeoutMs, () =>
+      new LibvirtTimeoutError(`${name} upload: no abort confirmation within ${abortTimeoutMs} ms`),
+    );
+  } catch (err) {
+    if (err instanceof LibvirtTimeoutError) conn.kill(err);
+    // A STREAM/ERROR answer also confirms the abort.
+  }
+}

@@ -1,0 +1,11 @@
+# Sourced after scripts/env.sh: installs the npm packages from package-lock.json when
+# node_modules is missing or older than the lock file. Idempotent and quiet when up to date.
+ep_npm_deps() {
+  local stamp="$EP_ROOT/node_modules/.ep-installed"
+  if [ -f "$stamp" ] && [ "$stamp" -nt "$EP_ROOT/package-lock.json" ] && [ "$stamp" -nt "$EP_ROOT/package.json" ]; then
+    return 0
+  fi
+  echo "deps: npm ci" >&2
+  (cd "$EP_ROOT" && npm ci --no-audit --no-fund --loglevel=error) || return 1
+  touch "$stamp"
+}
