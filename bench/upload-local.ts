@@ -42,7 +42,7 @@ const virsh = (...args: string[]): string => sh(['nsenter', '-t', String(host.ho
 async function makeFile(): Promise<string> {
   const path = join(tmpdir(), `ep-bench-${sizeMiB}m.bin`);
   const out = createWriteStream(path);
-  for (let i = 0; i < sizeMiB; i++) if (!out.write(randomBytes(MiB))) await new Promise((r) => out.once('drain', r));
+  for (let i = 0; i < sizeMiB; i++) if (!out.write(randomBytes(MiB))) await new Promise<void>((r) => out.once('drain', () => r()));
   await new Promise<void>((r) => out.end(r));
   return path;
 }

@@ -34,7 +34,7 @@ async function randomFile(bytes: number, label: string): Promise<{ path: string;
   for (let done = 0; done < bytes; ) {
     const chunk = randomBytes(Math.min(4 * MiB, bytes - done));
     h.update(chunk);
-    if (!out.write(chunk)) await new Promise((r) => out.once('drain', r));
+    if (!out.write(chunk)) await new Promise<void>((r) => out.once('drain', () => r()));
     done += chunk.length;
   }
   await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
