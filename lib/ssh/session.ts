@@ -1,0 +1,250 @@
+/**
+ * An authenticated SSH connection (made by `dialSsh`) that opens `direct-streamlocal` channels to
+ * unix sockets on the host, and dies in one place: {@link SshSession.kill}. We own the TCP
+ * socket; killing destroys it at once (never a polite `end()`, which ssh2 queues behind buffered
+ * data), errors every open channel and pending open with the reason, then signals `dead`.
+ */
+import { EventEmitter } from 'node:events';
+import type { Socket } from 'node:net';
+import { Duplex } from 'node:stream';
+import type { Client, ClientChannel } from 'ssh2';
+import { SshAbortedError, SshConnectError, SshSessionDeadError, SshTimeoutError } from './errors.ts';
+import { classifyClientError, classifyOpenError } from './classify.ts';
+import type { SshLogger } from './logger.ts';
+
+/** The libvirt daemon's read-write socket on a host. */
+export const DEFAULT_LIBVIRT_SOCKET = '/var/run/libvirt/libvirt-sock';
+/** Default bound on opening one forwarded channel. */
+export const DEFAULT_OPEN_TIMEOUT_MS = 10_000;
+
+/** Options of {@link SshSession.openStreamLocal}. */
+export interface OpenStreamLocalOptions {
+  /**
+   * Bound on the channel open, in milliseconds. Default {@link DEFAULT_OPEN_TIMEOUT_MS}. An open
+   * that overruns it means the connection is stalled: the session is killed with the
+   * `SSH_OPEN_TIMEOUT` error.
+   */
+  timeoutMs?: number;
+  /** Cancels the open (the session stays alive; a channel that arrives late is closed). */
+  signal?: AbortSignal;
+}
+
+/** Algorithms agreed in the key exchange (ssh2's `handshake` event). */
+export interface NegotiatedAlgorithms {
+  kex: string;
+  serverHostKey: string;
+  cipher: string;
+  mac: string;
+}
+
+/** Internal: what `dialSsh` hands a new session. */
+export interface SshSessionInit {
+  client: Client;
+  socket: Socket;
+  host: string;
+  port: number;
+  user: string;
+  hostKeyFingerprint: string;
+  negotiated: NegotiatedAlgorithms | undefined;
+  logger: SshLogger | undefined;
+}
+
+interface SessionEvents {
+  dead: [reason: Error];
+}
+
+/** See the module comment. Instances come from `dialSsh`. */
+export class SshSession extends EventEmitter<SessionEvents> {
+  readonly host: string;
+  readonly port: number;
+  readonly user: string;
+  /** `SHA256:...` fingerprint of the host key the server proved. */
+  readonly hostKeyFingerprint: string;
+  /** Algorithms of the latest key exchange. */
+  negotiated: NegotiatedAlgorithms | undefined;
+  /** Resolves (never rejects) with the reason once the session is dead; the first reason wins. */
+  readonly dead: Promise<Error>;
+  readonly #client: Client;
+  readonly #socket: Socket;
+  readonly #logger: SshLogger | undefined;
+  readonly #channels = new Set<ClientChannel>();
+  readonly #pendingOpens = new Set<(reason: Error) => void>();
+  #resolveDead: (reason: Error) => void = () => undefined;
+  #deadReason: Error | undefined;
+  #keyExchanges = 1;
+
+  constructor(init: SshSessionInit) {
+    super();
+    this.host = init.host;
+    this.port = init.port;
+    this.user = init.user;
+    this.hostKeyFingerprint = init.hostKeyFingerprint;
+    this.negotiated = init.negotiated;
+    this.#client = init.client;
+    this.#socket = init.socket;
+    this.#logger = init.logger;
+    this.dead = new Promise<Error>((resolve) => {
+      this.#resolveDead = resolve;
+    });
+    const where = `${this.host}:${this.port}`;
+    this.#client.on('handshake', (n: { kex: string; serverHostKey: string; cs: { cipher: string; mac: string } }) => {
+      this.#keyExchanges++;
+      this.negotiated = { kex: n.kex, serverHostKey: n.serverHostKey, cipher: n.cs.cipher, mac: n.cs.mac };
+    });
+    this.#client.on('error', (err: Error) => {
+      this.kill(classifyClientError(err, { where, phase: 'session' }));
+    });
+    const lost = (what: string) => () => {
+      this.kill(new SshConnectError('SSH_CONNECTION_LOST', `SSH connection to ${where} ${what}`));
+    };
+    // Ahead of ssh2's own listeners: on 'close' ssh2 ends every channel's readable side as if
+    // the peer had closed it cleanly; the channels must see the error first.
+    this.#socket.prependListener('end', lost('was closed by the peer'));
+    this.#socket.prependListener('close', lost('closed'));
+    if (this.#socket.destroyed) lost('closed')();
+  }
+
+  get isDead(): boolean {
+    return this.#deadReason !== undefined;
+  }
+
+  get deadReason(): Error | undefined {
+    return this.#deadReason;
+  }
+
+  /** Key exchanges completed so far: 1 after the dial, one more per re-key. */
+  get keyExchanges(): number {
+    return this.#keyExchanges;
+  }
+
+  /**
+   * Opens a `direct-streamlocal@openssh.com` channel to `socketPath` on the host. The returned
+   * Duplex is ssh2's channel; the session attaches a no-op `error` listener to it so that a kill
+   * never crashes the process: attach your own to observe the reason. On kill the channel is
+   * destroyed with the kill reason (reads reject, an in-flight write's callback gets it).
+   *
+   * Rejects with `SshForwardingRefusedError` ("administratively prohibited"), `SshChannelOpenError`
+   * (no such socket, or a refusal by a modern OpenSSH, which reports both alike: see
+   * `classifyOpenError`), {@link SshTimeoutError} `SSH_OPEN_TIMEOUT`, {@link SshAbortedError} or
+   * {@link SshSessionDeadError}.
+   */
+  openStreamLocal(socketPath: string = DEFAULT_LIBVIRT_SOCKET, options: OpenStreamLocalOptions = {}): Promise<Duplex> {
+    const timeoutMs = options.timeoutMs ?? DEFAULT_OPEN_TIMEOUT_MS;
+    const { signal } = options;
+    const where = `${this.host}:${this.port}`;
+    if (this.#deadReason !== undefined) return Promise.reject(this.#deadError());
+    if (signal?.aborted === true) {
+      return Promise.reject(
+        new SshAbortedError(`opening ${socketPath} on ${where} was aborted`, { cause: signal.reason }),
+      );
+    }
+    return new Promise<Duplex>((resolve, reject) => {
+      let settled = false;
+      const settle = (err: Error | undefined, channel?: ClientChannel): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        this.#pendingOpens.delete(onKill);
+        if (err !== undefined) reject(err);
+        else if (channel !== undefined) resolve(channel);
+      };
+      const onKill = (): void => settle(this.#deadError());
+      const onAbort = (): void =>
+        settle(new SshAbortedError(`opening ${socketPath} on ${where} was aborted`, { cause: signal?.reason }));
+      const timer = setTimeout(() => {
+        const err = new SshTimeoutError(
+          'SSH_OPEN_TIMEOUT',
+          `opening a channel to ${socketPath} on ${where} took longer than ${timeoutMs} ms; the connection is stalled`,
+        );
+        settle(err);
+        this.kill(err);
+      }, timeoutMs);
+      this.#pendingOpens.add(onKill);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      try {
+        this.#client.openssh_forwardOutStreamLocal(socketPath, (err, channel) => {
+          if (err !== undefined && err !== null) {
+            settle(
+              this.#deadReason !== undefined
+                ? this.#deadError()
+                : classifyOpenError(err, { socketPath, where, user: this.user }),
+            );
+            return;
+          }
+          channel.on('error', () => undefined);
+          if (settled || this.#deadReason !== undefined) {
+            // Too late (aborted, timed out, killed): give the channel back.
+            if (this.#deadReason !== undefined) destroyChannel(channel, this.#deadReason);
+            else channel.destroy();
+            return;
+          }
+          this.#channels.add(channel);
+          channel.once('close', () => this.#channels.delete(channel));
+          settle(undefined, channel);
+        });
+      } catch (err) {
+        // ssh2 throws "Not connected" synchronously once its socket is gone.
+        settle(new SshSessionDeadError(`SSH session to ${where} is not connected`, { cause: err }));
+      }
+    });
+  }
+
+  /**
+   * Kills the session: idempotent, synchronous, returns at once. Destroys the TCP socket first
+   * (buffered output is dropped), then destroys every open channel with `reason` and rejects every
+   * pending open, then resolves {@link dead} and emits `dead` once. The first reason wins.
+   */
+  kill(reason: Error): void {
+    if (this.#deadReason !== undefined) return;
+    this.#deadReason = reason;
+    this.#socket.destroy();
+    for (const channel of this.#channels) destroyChannel(channel, reason);
+    this.#channels.clear();
+    for (const fail of [...this.#pendingOpens]) fail(reason);
+    this.#pendingOpens.clear();
+    this.#resolveDead(reason);
+    const code = (reason as { code?: unknown }).code;
+    this.#logger?.info(
+      {
+        event: 'ssh.session.dead',
+        host: this.host,
+        port: this.port,
+        code: typeof code === 'string' ? code : undefined,
+        reason: reason.message,
+      },
+      'ssh session dead',
+    );
+    try {
+      this.emit('dead', reason);
+    } catch {
+      // A throwing listener must not break the kill of the caller.
+    }
+  }
+
+  #deadError(): SshSessionDeadError {
+    const reason = this.#deadReason;
+    return new SshSessionDeadError(
+      `SSH session to ${this.host}:${this.port} is dead: ${reason?.message ?? 'unknown reason'}`,
+      { cause: reason },
+    );
+  }
+}
+
+/**
+ * Destroys an ssh2 channel with an error. ssh2's own `Channel#destroy()` is a polite end+close
+ * that emits no error, and after the socket dies ssh2 ends the channel's readable side as if the
+ * peer had closed it cleanly; so we call the stream's real destroy with the reason first. ssh2
+ * (1.17) holds the callback of a write waiting for window space in `_chunkcb` and never calls it
+ * once the socket is gone: we fail it, so that writers awaiting it see the reason.
+ */
+function destroyChannel(channel: ClientChannel, reason: Error): void {
+  const internals = channel as unknown as { _waitWindow?: boolean; _chunkcb?: (err?: Error) => void };
+  const pendingWrite = internals._waitWindow === true ? internals._chunkcb : undefined;
+  internals._waitWindow = false;
+  Duplex.prototype.destroy.call(channel, reason);
+  if (typeof pendingWrite === 'function') {
+    internals._chunkcb = undefined;
+    pendingWrite(reason);
+  }
+}
