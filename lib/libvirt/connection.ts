@@ -66,6 +66,20 @@ interface PendingCall {
 
 const EMPTY = Buffer.alloc(0);
 
+/**
+ * Runs a callback that is not the connection's own (an observer, a stream sink, a death listener)
+ * so that its failure cannot interrupt teardown or leave a call unsettled; the failure becomes a
+ * process warning.
+ */
+function guard<T>(fn: () => T): T | undefined {
+  try {
+    return fn();
+  } catch (err) {
+    process.emitWarning(err instanceof Error ? err : new Error(String(err)), { code: 'LIBVIRT_CALLBACK_FAILED' });
+    return undefined;
+  }
+}
+
 export class LibvirtConnection {
   readonly label: string;
   readonly #transport: Duplex;
@@ -152,15 +166,15 @@ export class LibvirtConnection {
     for (const [serial, call] of pending) {
       call.cleanup();
       const err = serial === culpritSerial ? reason : others;
-      call.observation?.end({ error: err });
+      guard(() => call.observation?.end({ error: err }));
       call.reject(err);
     }
     const streams = [...this.#streams.values()];
     this.#streams.clear();
-    for (const sink of streams) sink.onDead(others);
+    for (const sink of streams) guard(() => sink.onDead(others));
     const listeners = [...this.#deathListeners];
     this.#deathListeners.clear();
-    for (const fn of listeners) fn(reason);
+    for (const fn of listeners) guard(() => fn(reason));
     this.#transport.off('data', this.#onData);
     this.#transport.destroy();
     // Late 'error' events after destroy must not crash the process.
@@ -193,7 +207,7 @@ export class LibvirtConnection {
     }
     const timeoutMs = options.timeoutMs ?? this.#callTimeoutMs;
     return new Promise<Buffer>((resolve, reject) => {
-      const observation = this.#observer?.start({ proc, serial, bytesOut: body.length });
+      const observation = guard(() => this.#observer?.start({ proc, serial, bytesOut: body.length }));
       const timer = setTimeout(() => {
         this.kill(
           new LibvirtTimeoutError(`${this.label}: ${procName(proc)} exceeded its ${timeoutMs} ms budget; connection killed`),
@@ -397,7 +411,7 @@ export class LibvirtConnection {
     const err = header.status === MessageStatus.ERROR ? decodeRemoteError(body, header.proc) : undefined;
     this.#pending.delete(header.serial);
     call.cleanup();
-    call.observation?.end({ bytesIn: body.length, error: err });
+    guard(() => call.observation?.end({ bytesIn: body.length, error: err }));
     if (err) call.reject(err);
     else call.resolve(body.length === 0 ? EMPTY : body);
   }

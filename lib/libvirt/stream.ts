@@ -255,7 +255,9 @@ export async function uploadStream(
       if (!(chunk instanceof Uint8Array)) {
         // A string chunk (a Readable with an encoding set) would be counted in UTF-16 units but
         // written as UTF-8, desynchronising the framing: refuse it.
-        throw new LibvirtUploadSourceError(`${name} upload: the source yielded ${typeof chunk} chunks, not bytes`, { kind: 'Permanent' });
+        throw new LibvirtUploadSourceError(`${name} upload: the source yielded ${typeof chunk} chunks, not bytes`, {
+          kind: 'Permanent',
+        });
       }
       if (chunk.length === 0) continue;
       pieces.push(chunk);
