@@ -3,7 +3,7 @@
  * Prints one JSON line: seconds (connect + handshake + upload + confirmed finish), idle and peak
  * RSS in bytes. Used by bench/upload-local.ts and bench/upload-ssh.ts.
  *
- *   node bench/upload-once.ts --socket PATH --pool NAME --vol NAME --file PATH [--chunk BYTES]
+ *   node bench/upload-once.ts --socket PATH --pool NAME --vol NAME --file PATH [--chunk BYTES] [--read-bytes BYTES]
  */
 import { createReadStream, statSync } from 'node:fs';
 import net from 'node:net';
@@ -16,7 +16,8 @@ const { values } = parseArgs({
     pool: { type: 'string' },
     vol: { type: 'string' },
     file: { type: 'string' },
-    chunk: { type: 'string', default: String(1024 * 1024) },
+    chunk: { type: 'string', default: String(256 * 1024) },
+    'read-bytes': { type: 'string', default: String(64 * 1024) },
   },
 });
 for (const k of ['socket', 'pool', 'vol', 'file'] as const) {
@@ -35,7 +36,7 @@ const client = await LibvirtClient.connect(sock);
 const pool = await client.storagePoolLookupByName(values.pool!);
 const vol = await client.storageVolLookupByName(pool, values.vol!);
 const size = statSync(values.file!).size;
-const res = await client.storageVolUpload(vol, createReadStream(values.file!, { highWaterMark: 1024 * 1024 }), {
+const res = await client.storageVolUpload(vol, createReadStream(values.file!, { highWaterMark: Number(values['read-bytes']) }), {
   chunkBytes: Number(values.chunk),
 });
 const seconds = (performance.now() - started) / 1000;

@@ -75,7 +75,13 @@ export class LibvirtClient {
       if (types.length > 0 && !types.includes(AuthType.NONE)) {
         await client.#call(Proc.AUTH_POLKIT, P.empty, undefined, P.authPolkitRet, call);
       }
-      await client.#call(Proc.CONNECT_OPEN, P.connectOpenArgs, { name: options.uri ?? 'qemu:///system', flags: 0 }, P.empty, call);
+      await client.#call(
+        Proc.CONNECT_OPEN,
+        P.connectOpenArgs,
+        { name: options.uri ?? 'qemu:///system', flags: 0 },
+        P.empty,
+        call,
+      );
       if (options.keepalive !== false) {
         const { supported } = await client.#call(
           Proc.CONNECT_SUPPORTS_FEATURE,
@@ -110,9 +116,12 @@ export class LibvirtClient {
     try {
       return ret.decode(reply);
     } catch (err) {
-      const e = new LibvirtProtocolError(`${this.connection.label}: malformed reply body for procedure ${proc}: ${(err as Error).message}`, {
-        cause: err,
-      });
+      const e = new LibvirtProtocolError(
+        `${this.connection.label}: malformed reply body for procedure ${proc}: ${(err as Error).message}`,
+        {
+          cause: err,
+        },
+      );
       this.connection.kill(e);
       throw e;
     }
@@ -171,7 +180,11 @@ export class LibvirtClient {
       o,
     );
   }
-  async domainGetMetadata(dom: Domain, m: { type: number; uri: string | null; flags?: number }, o?: CallOptions): Promise<string> {
+  async domainGetMetadata(
+    dom: Domain,
+    m: { type: number; uri: string | null; flags?: number },
+    o?: CallOptions,
+  ): Promise<string> {
     return (
       await this.#call(
         Proc.DOMAIN_GET_METADATA,
@@ -184,11 +197,19 @@ export class LibvirtClient {
   }
   async domainInterfaceAddresses(dom: Domain, source: number, o?: CallOptions): Promise<DomainInterface[]> {
     return (
-      await this.#call(Proc.DOMAIN_INTERFACE_ADDRESSES, P.domainInterfaceAddressesArgs, { dom, source, flags: 0 }, P.domainInterfaceAddressesRet, o)
+      await this.#call(
+        Proc.DOMAIN_INTERFACE_ADDRESSES,
+        P.domainInterfaceAddressesArgs,
+        { dom, source, flags: 0 },
+        P.domainInterfaceAddressesRet,
+        o,
+      )
     ).ifaces;
   }
   async listAllDomains(flags = 0, o?: CallOptions): Promise<Domain[]> {
-    return (await this.#call(Proc.CONNECT_LIST_ALL_DOMAINS, P.listAllArgs, { need_results: 1, flags }, P.listAllDomainsRet, o)).domains;
+    return (
+      await this.#call(Proc.CONNECT_LIST_ALL_DOMAINS, P.listAllArgs, { need_results: 1, flags }, P.listAllDomainsRet, o)
+    ).domains;
   }
 
   // --- networks -----------------------------------------------------------------------------
@@ -197,7 +218,13 @@ export class LibvirtClient {
   }
   async networkGetDhcpLeases(net: Network, mac: string | null = null, o?: CallOptions): Promise<DhcpLease[]> {
     return (
-      await this.#call(Proc.NETWORK_GET_DHCP_LEASES, P.networkGetDhcpLeasesArgs, { net, mac, need_results: 1, flags: 0 }, P.networkGetDhcpLeasesRet, o)
+      await this.#call(
+        Proc.NETWORK_GET_DHCP_LEASES,
+        P.networkGetDhcpLeasesArgs,
+        { net, mac, need_results: 1, flags: 0 },
+        P.networkGetDhcpLeasesRet,
+        o,
+      )
     ).leases;
   }
 
@@ -212,11 +239,25 @@ export class LibvirtClient {
     await this.#call(Proc.STORAGE_POOL_REFRESH, P.poolFlagsArgs, { pool, flags: 0 }, P.empty, o);
   }
   async listAllStoragePools(flags = 0, o?: CallOptions): Promise<StoragePool[]> {
-    return (await this.#call(Proc.CONNECT_LIST_ALL_STORAGE_POOLS, P.listAllArgs, { need_results: 1, flags }, P.listAllPoolsRet, o)).pools;
+    return (
+      await this.#call(
+        Proc.CONNECT_LIST_ALL_STORAGE_POOLS,
+        P.listAllArgs,
+        { need_results: 1, flags },
+        P.listAllPoolsRet,
+        o,
+      )
+    ).pools;
   }
   async storagePoolListAllVolumes(pool: StoragePool, o?: CallOptions): Promise<StorageVol[]> {
     return (
-      await this.#call(Proc.STORAGE_POOL_LIST_ALL_VOLUMES, P.poolListAllVolumesArgs, { pool, need_results: 1, flags: 0 }, P.poolListAllVolumesRet, o)
+      await this.#call(
+        Proc.STORAGE_POOL_LIST_ALL_VOLUMES,
+        P.poolListAllVolumesArgs,
+        { pool, need_results: 1, flags: 0 },
+        P.poolListAllVolumesRet,
+        o,
+      )
     ).vols;
   }
 
@@ -237,7 +278,11 @@ export class LibvirtClient {
     await this.#call(Proc.STORAGE_VOL_DELETE, P.volFlagsArgs, { vol, flags }, P.empty, o);
   }
   /** Streams `source` into `vol` (STORAGE_VOL_UPLOAD); resolves after the daemon confirms. */
-  async storageVolUpload(vol: StorageVol, source: Readable | AsyncIterable<Uint8Array>, o: VolUploadOptions = {}): Promise<UploadResult> {
+  async storageVolUpload(
+    vol: StorageVol,
+    source: Readable | AsyncIterable<Uint8Array>,
+    o: VolUploadOptions = {},
+  ): Promise<UploadResult> {
     const body = P.volUploadArgs.encode({ vol, offset: o.offset ?? 0n, length: o.length ?? 0n, flags: 0 });
     return uploadStream(this.connection, Proc.STORAGE_VOL_UPLOAD, body, source, o);
   }

@@ -9,6 +9,7 @@
 import type { Duplex } from 'node:stream';
 import { KeepaliveProc, MessageStatus, MessageType, Program, REMOTE_PROTOCOL_VERSION, procName } from './constants.ts';
 import {
+  checkDurationMs,
   LibvirtAbortedError,
   LibvirtConnectionError,
   LibvirtError,
@@ -105,7 +106,7 @@ export class LibvirtConnection {
     this.label = options.label ?? 'libvirt';
     this.#transport = transport;
     this.#parser = new PacketParser(options.maxPacketBytes);
-    this.#callTimeoutMs = options.callTimeoutMs ?? 30_000;
+    this.#callTimeoutMs = checkDurationMs('callTimeoutMs', options.callTimeoutMs ?? 30_000);
     this.#observer = options.observer;
     transport.on('data', this.#onData);
     transport.on('error', this.#onError);
@@ -193,30 +194,49 @@ export class LibvirtConnection {
    * LibvirtError (daemon error), LibvirtTimeoutError (budget overrun: the connection is killed),
    * LibvirtAbortedError (aborted: the connection is killed) or LibvirtConnectionError.
    */
-  call(proc: number, body: Uint8Array, options: CallOptions = {}, serial: number = this.allocSerial()): Promise<Buffer> {
+  call(
+    proc: number,
+    body: Uint8Array,
+    options: CallOptions = {},
+    serial: number = this.allocSerial(),
+  ): Promise<Buffer> {
     if (this.#deadReason) {
       return Promise.reject(
-        new LibvirtConnectionError(`${this.label}: ${procName(proc)} on a dead connection: ${this.#deadReason.message}`, {
-          cause: this.#deadReason,
-        }),
+        new LibvirtConnectionError(
+          `${this.label}: ${procName(proc)} on a dead connection: ${this.#deadReason.message}`,
+          {
+            cause: this.#deadReason,
+          },
+        ),
       );
     }
     const { signal } = options;
     if (signal?.aborted) {
-      return Promise.reject(new LibvirtAbortedError(`${procName(proc)} aborted before it was sent`, { cause: signal.reason }));
+      return Promise.reject(
+        new LibvirtAbortedError(`${procName(proc)} aborted before it was sent`, { cause: signal.reason }),
+      );
     }
-    const timeoutMs = options.timeoutMs ?? this.#callTimeoutMs;
+    let timeoutMs: number;
+    try {
+      timeoutMs = checkDurationMs('timeoutMs', options.timeoutMs ?? this.#callTimeoutMs);
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
     return new Promise<Buffer>((resolve, reject) => {
       const observation = guard(() => this.#observer?.start({ proc, serial, bytesOut: body.length }));
       const timer = setTimeout(() => {
         this.kill(
-          new LibvirtTimeoutError(`${this.label}: ${procName(proc)} exceeded its ${timeoutMs} ms budget; connection killed`),
+          new LibvirtTimeoutError(
+            `${this.label}: ${procName(proc)} exceeded its ${timeoutMs} ms budget; connection killed`,
+          ),
           serial,
         );
       }, timeoutMs);
       const onAbort = (): void => {
         this.kill(
-          new LibvirtAbortedError(`${this.label}: ${procName(proc)} aborted; connection killed`, { cause: signal?.reason }),
+          new LibvirtAbortedError(`${this.label}: ${procName(proc)} aborted; connection killed`, {
+            cause: signal?.reason,
+          }),
           serial,
         );
       };
@@ -326,7 +346,14 @@ export class LibvirtConnection {
 
   #sendKeepalive(proc: number): void {
     this.#write([
-      encodePacket({ prog: Program.KEEPALIVE, vers: 1, proc, type: MessageType.MESSAGE, serial: 0, status: MessageStatus.OK }),
+      encodePacket({
+        prog: Program.KEEPALIVE,
+        vers: 1,
+        proc,
+        type: MessageType.MESSAGE,
+        serial: 0,
+        status: MessageStatus.OK,
+      }),
     ]);
   }
 
@@ -403,7 +430,8 @@ export class LibvirtConnection {
     const { header, body } = packet;
     const call = this.#pending.get(header.serial);
     if (!call) throw this.#protocolError('reply for an unknown serial', header);
-    if (call.proc !== header.proc) throw this.#protocolError(`reply names procedure ${header.proc}, the call was ${call.proc}`, header);
+    if (call.proc !== header.proc)
+      throw this.#protocolError(`reply names procedure ${header.proc}, the call was ${call.proc}`, header);
     if (header.status !== MessageStatus.OK && header.status !== MessageStatus.ERROR) {
       throw this.#protocolError('reply with unexpected status', header);
     }
@@ -428,6 +456,8 @@ export function decodeRemoteError(body: Buffer, proc: number): LibvirtError {
   try {
     return new LibvirtError(remoteError.decode(body), proc);
   } catch (err) {
-    throw new LibvirtProtocolError(`malformed error body for ${procName(proc)}: ${(err as Error).message}`, { cause: err });
+    throw new LibvirtProtocolError(`malformed error body for ${procName(proc)}: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
 }

@@ -147,3 +147,18 @@ export class LibvirtUploadSourceError extends ProjectError {
     this.kind = options?.kind ?? 'Transient';
   }
 }
+
+/** Longest timer Node can arm (2^31 - 1 ms, about 24.8 days); longer values fire at once. */
+export const MAX_TIMER_MS = 2_147_483_647;
+
+/**
+ * Validates a duration option and returns it; throws a RangeError naming the field and the fix.
+ * Node turns timers over MAX_TIMER_MS (or non-finite) into 1 ms ones, which would kill a
+ * connection at once.
+ */
+export function checkDurationMs(field: string, value: number): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_TIMER_MS) {
+    throw new RangeError(`${field} must be a number of milliseconds in (0, ${MAX_TIMER_MS}], got ${String(value)}`);
+  }
+  return value;
+}

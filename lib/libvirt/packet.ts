@@ -22,6 +22,8 @@ export interface Packet {
 }
 
 const PREFIX = MIN_PACKET_SIZE;
+/** Chunks smaller than this are merged while buffered, so a dribbled frame costs its bytes, not per-chunk overhead. */
+const COMPACT_BELOW_BYTES = 64 * 1024;
 
 /** Length word plus header for a packet whose body is `bodyBytes` long. */
 export function encodePrefix(header: Header, bodyBytes: number): Buffer {
@@ -72,6 +74,11 @@ export class PacketParser {
     this.maxPacketBytes = maxPacketBytes;
   }
 
+  /** Buffers held waiting for the rest of a packet (bounded by compaction). */
+  get heldChunks(): number {
+    return this.#chunks.length;
+  }
+
   /** Bytes held waiting for the rest of a packet. */
   get bufferedBytes(): number {
     return this.#buffered;
@@ -83,6 +90,7 @@ export class PacketParser {
     if (chunk.length === 0) return out;
     this.#chunks.push(chunk);
     this.#buffered += chunk.length;
+    if (chunk.length < COMPACT_BELOW_BYTES) this.#compact();
     for (;;) {
       if (this.#need === 0) {
         if (this.#buffered < Limits.LEN_SIZE) break;
@@ -101,6 +109,24 @@ export class PacketParser {
       out.push({ header: decodeHeader(bytes), body: bytes.subarray(PREFIX) });
     }
     return out;
+  }
+
+  /**
+   * A binary counter over the small newest chunks: two neighbours merge while the older is no
+   * larger than the newer (and small). Chunks held stay O(bytes / 64 KiB + log n) and each byte is
+   * copied at most ~16 times, whatever the peer's pacing.
+   */
+  #compact(): void {
+    const c = this.#chunks;
+    while (
+      c.length > 1 &&
+      c[c.length - 1]!.length < COMPACT_BELOW_BYTES &&
+      c[c.length - 2]!.length <= c[c.length - 1]!.length
+    ) {
+      const b = c.pop()!;
+      const a = c.pop()!;
+      c.push(Buffer.concat([a, b]));
+    }
   }
 
   #fail(): void {

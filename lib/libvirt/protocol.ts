@@ -1,18 +1,7 @@
 /**
  * XDR schemas of the remote_protocol.x structures this client uses. Pure data: no I/O.
  */
-import {
-  array,
-  int32,
-  int64,
-  opaque,
-  option,
-  struct,
-  uint32,
-  uint64,
-  utf8String,
-  voidType,
-} from '../xdr/index.ts';
+import { array, int32, int64, opaque, option, struct, uint32, uint64, utf8String, voidType } from '../xdr/index.ts';
 import type { Infer, XdrType } from '../xdr/index.ts';
 import { Limits, ListMax } from './constants.ts';
 

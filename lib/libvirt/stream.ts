@@ -11,6 +11,7 @@ import { MessageStatus, procName } from './constants.ts';
 import { decodeRemoteError } from './connection.ts';
 import type { CallOptions, LibvirtConnection } from './connection.ts';
 import {
+  checkDurationMs,
   LibvirtAbortedError,
   LibvirtConnectionError,
   LibvirtProtocolError,
@@ -136,6 +137,20 @@ function markRemote(err: Error): Error {
   return err;
 }
 
+function uploadLimits(options: UploadOptions) {
+  const chunkBytes = options.chunkBytes ?? DEFAULT_UPLOAD_CHUNK_BYTES;
+  if (!Number.isInteger(chunkBytes) || chunkBytes < 1 || chunkBytes > MAX_CHUNK_BYTES) {
+    throw new RangeError(`chunkBytes must be an integer in [1, ${MAX_CHUNK_BYTES}], got ${chunkBytes}`);
+  }
+  return {
+    chunkBytes,
+    writeIdleTimeoutMs: checkDurationMs('writeIdleTimeoutMs', options.writeIdleTimeoutMs ?? 30_000),
+    sourceIdleTimeoutMs: checkDurationMs('sourceIdleTimeoutMs', options.sourceIdleTimeoutMs ?? 60_000),
+    finishTimeoutMs: checkDurationMs('finishTimeoutMs', options.finishTimeoutMs ?? 120_000),
+    abortTimeoutMs: checkDurationMs('abortTimeoutMs', options.abortTimeoutMs ?? 5_000),
+  };
+}
+
 /**
  * Runs an upload stream of `proc` with the XDR-encoded `argsBody`, feeding it from `source`.
  * Resolves once the daemon confirmed the finish.
@@ -147,14 +162,15 @@ export async function uploadStream(
   source: Readable | AsyncIterable<Uint8Array>,
   options: UploadOptions = {},
 ): Promise<UploadResult> {
-  const chunkBytes = options.chunkBytes ?? DEFAULT_UPLOAD_CHUNK_BYTES;
-  if (!Number.isInteger(chunkBytes) || chunkBytes < 1 || chunkBytes > MAX_CHUNK_BYTES) {
-    throw new RangeError(`chunkBytes must be an integer in [1, ${MAX_CHUNK_BYTES}], got ${chunkBytes}`);
+  let limits: ReturnType<typeof uploadLimits>;
+  try {
+    limits = uploadLimits(options);
+  } catch (err) {
+    // Bad options lose nothing: the source is released as on every other path.
+    if (source instanceof Readable) source.destroy();
+    throw err;
   }
-  const writeIdleTimeoutMs = options.writeIdleTimeoutMs ?? 30_000;
-  const sourceIdleTimeoutMs = options.sourceIdleTimeoutMs ?? 60_000;
-  const finishTimeoutMs = options.finishTimeoutMs ?? 120_000;
-  const abortTimeoutMs = options.abortTimeoutMs ?? 5_000;
+  const { chunkBytes, writeIdleTimeoutMs, sourceIdleTimeoutMs, finishTimeoutMs, abortTimeoutMs } = limits;
   const name = procName(proc);
   const readable = source instanceof Readable ? source : Readable.from(source, { objectMode: false });
 
@@ -199,6 +215,7 @@ export async function uploadStream(
   const iterator = readable[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>;
   let sourceEnded = false;
   let opened = false;
+  let finishing = false;
   let total = 0;
   let pieces: Uint8Array[] = [];
   let pendingBytes = 0;
@@ -238,8 +255,11 @@ export async function uploadStream(
     opened = true;
     if (failure.settled) await failure.promise;
     for (;;) {
-      const next = await within(iterator.next(), [failure, aborted], sourceIdleTimeoutMs, () =>
-        new LibvirtUploadSourceError(`${name} upload: the source produced no data for ${sourceIdleTimeoutMs} ms`),
+      const next = await within(
+        iterator.next(),
+        [failure, aborted],
+        sourceIdleTimeoutMs,
+        () => new LibvirtUploadSourceError(`${name} upload: the source produced no data for ${sourceIdleTimeoutMs} ms`),
       ).catch((err: unknown) => {
         if (isRemote(err) || err instanceof LibvirtAbortedError || err instanceof LibvirtUploadSourceError) throw err;
         throw new LibvirtUploadSourceError(`${name} upload: the source failed: ${(err as Error).message}`, {
@@ -265,6 +285,7 @@ export async function uploadStream(
       while (pendingBytes >= chunkBytes) await flush(chunkBytes);
     }
     if (pendingBytes > 0) await flush(pendingBytes);
+    finishing = true;
     conn.writeStreamPacket(proc, serial, MessageStatus.OK, []);
     await within(confirmation.promise, [aborted], finishTimeoutMs, () => {
       const err = new LibvirtTimeoutError(
@@ -275,7 +296,11 @@ export async function uploadStream(
     });
     return { bytes: total };
   } catch (err) {
-    if (opened && !isRemote(err) && !conn.isDead && !failure.settled) {
+    if (finishing && err instanceof LibvirtAbortedError) {
+      // The finish is on the wire and cannot be taken back by a stream abort: the caller wants out
+      // now, so the connection goes (the volume's state is unknown to the caller, as it should be).
+      conn.kill(err);
+    } else if (opened && !finishing && !isRemote(err) && !conn.isDead && !failure.settled) {
       await abortStream(conn, proc, serial, confirmation, abortTimeoutMs, name);
     }
     throw err;
@@ -298,8 +323,11 @@ async function abortStream(
 ): Promise<void> {
   conn.writeStreamPacket(proc, serial, MessageStatus.ERROR, []);
   try {
-    await within(confirmation.promise, [], abortTimeoutMs, () =>
-      new LibvirtTimeoutError(`${name} upload: no abort confirmation within ${abortTimeoutMs} ms`),
+    await within(
+      confirmation.promise,
+      [],
+      abortTimeoutMs,
+      () => new LibvirtTimeoutError(`${name} upload: no abort confirmation within ${abortTimeoutMs} ms`),
     );
   } catch (err) {
     if (err instanceof LibvirtTimeoutError) conn.kill(err);

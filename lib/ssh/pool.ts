@@ -1,0 +1,223 @@
+/**
+ * Per-host links: one pooled link for short RPCs, shared by every caller and limited to the
+ * daemon's `max_client_requests` concurrent calls (callers beyond it queue, each no longer than
+ * its own budget); dedicated links for bulk transfers and health checks, so a large upload never
+ * delays a state poll. A dead pooled link is replaced on next use; one host's death touches only
+ * the calls on that host.
+ */
+import type { CallOptions } from '../libvirt/connection.ts';
+import type { LibvirtClient } from '../libvirt/client.ts';
+import { SshPoolClosedError, SshPoolQueueTimeoutError } from './errors.ts';
+import { Link, openLink } from './link.ts';
+import type { HostTarget, LinkOptions, LinkPurpose } from './link.ts';
+
+export interface HostLinksOptions extends LinkOptions {
+  /** Calls in flight at once on the pooled link. Default 5, libvirtd's `max_client_requests`. */
+  maxConcurrentCalls?: number;
+  /** Budget of a call when the caller gives none, in ms (queue wait + dial + call). Default 30000. */
+  defaultTimeoutMs?: number;
+}
+
+export interface HostLinksStats {
+  inFlight: number;
+  queued: number;
+  /** Highest number of calls in flight at once since creation. */
+  maxInFlight: number;
+  dials: number;
+}
+
+interface Waiter {
+  grant(): void;
+  fail(err: Error): void;
+}
+
+/** The links of one host. */
+export class HostLinks {
+  readonly target: HostTarget;
+  readonly #options: HostLinksOptions;
+  readonly #max: number;
+  #link: Link | undefined;
+  #dialing: Promise<Link> | undefined;
+  #inFlight = 0;
+  #maxInFlight = 0;
+  #dials = 0;
+  #closed: Error | undefined;
+  readonly #queue: Waiter[] = [];
+  readonly #dedicated = new Set<Link>();
+
+  constructor(target: HostTarget, options: HostLinksOptions = {}) {
+    this.target = target;
+    this.#options = options;
+    this.#max = options.maxConcurrentCalls ?? 5;
+    if (!Number.isInteger(this.#max) || this.#max < 1) {
+      throw new RangeError(`maxConcurrentCalls must be a positive integer, got ${options.maxConcurrentCalls}`);
+    }
+  }
+
+  stats(): HostLinksStats {
+    return { inFlight: this.#inFlight, queued: this.#queue.length, maxInFlight: this.#maxInFlight, dials: this.#dials };
+  }
+
+  /** The pooled link if one is alive (for inspection; calls go through `call`). */
+  get pooledLink(): Link | undefined {
+    return this.#link && !this.#link.isDead ? this.#link : undefined;
+  }
+
+  /**
+   * Runs `fn` with the pooled link's client once a slot is free. The budget (`timeoutMs`) covers
+   * the queue wait, a dial if needed, and the call: `fn` receives the remaining budget to pass to
+   * the client.
+   */
+  async call<T>(fn: (client: LibvirtClient, call: CallOptions) => Promise<T>, options: CallOptions = {}): Promise<T> {
+    const budgetMs = options.timeoutMs ?? this.#options.defaultTimeoutMs ?? 30_000;
+    const deadline = Date.now() + budgetMs;
+    await this.#acquire(deadline, options.signal);
+    try {
+      const link = await this.#pooled(options.signal);
+      const remaining = Math.max(1, deadline - Date.now());
+      return await fn(link.client, { timeoutMs: remaining, signal: options.signal });
+    } finally {
+      this.#release();
+    }
+  }
+
+  /** A new link of its own for a bulk transfer or a health check; the caller closes it. */
+  async dedicated(purpose: Exclude<LinkPurpose, 'rpc'>, signal?: AbortSignal): Promise<Link> {
+    if (this.#closed) throw this.#closedError();
+    this.#dials++;
+    const link = await openLink(this.target, purpose, { ...this.#options, signal });
+    if (this.#closed) {
+      link.markDead(this.#closed);
+      throw this.#closedError();
+    }
+    this.#dedicated.add(link);
+    void link.dead.then(() => this.#dedicated.delete(link));
+    return link;
+  }
+
+  /** Kills every link of the host now (never waits) and fails queued callers. Idempotent. */
+  markDead(reason: Error): void {
+    this.#link?.markDead(reason);
+    for (const link of [...this.#dedicated]) link.markDead(reason);
+  }
+
+  /** Closes the host: queued and future calls fail; every link is killed. */
+  close(reason: Error = new Error(`${this.target.name}: links closed`)): void {
+    if (this.#closed) return;
+    this.#closed = reason;
+    const waiters = this.#queue.splice(0);
+    for (const w of waiters) w.fail(this.#closedError());
+    this.markDead(reason);
+  }
+
+  #closedError(): SshPoolClosedError {
+    return new SshPoolClosedError(`${this.target.name}: the link pool is closed`, { cause: this.#closed });
+  }
+
+  async #pooled(signal?: AbortSignal): Promise<Link> {
+    if (this.#link && !this.#link.isDead) return this.#link;
+    if (this.#closed) throw this.#closedError();
+    // Concurrent callers share one dial.
+    this.#dialing ??= (async () => {
+      this.#dials++;
+      try {
+        const link = await openLink(this.target, 'rpc', { ...this.#options, signal });
+        if (this.#closed) {
+          link.markDead(this.#closed);
+          throw this.#closedError();
+        }
+        this.#link = link;
+        return link;
+      } finally {
+        this.#dialing = undefined;
+      }
+    })();
+    return this.#dialing;
+  }
+
+  #acquire(deadline: number, signal?: AbortSignal): Promise<void> {
+    if (this.#closed) return Promise.reject(this.#closedError());
+    if (this.#inFlight < this.#max && this.#queue.length === 0) {
+      this.#take();
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve, reject) => {
+      const waitMs = Math.max(0, deadline - Date.now());
+      const done = (): void => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', onAbort);
+        const i = this.#queue.indexOf(waiter);
+        if (i >= 0) this.#queue.splice(i, 1);
+      };
+      const waiter: Waiter = {
+        grant: () => {
+          done();
+          this.#take();
+          resolve();
+        },
+        fail: (err) => {
+          done();
+          reject(err);
+        },
+      };
+      const timer = setTimeout(
+        () =>
+          waiter.fail(
+            new SshPoolQueueTimeoutError(
+              `${this.target.name}: no free call slot within the call's budget (${this.#max} calls in flight, ${this.#queue.length} queued)`,
+            ),
+          ),
+        waitMs,
+      );
+      const onAbort = (): void =>
+        waiter.fail(
+          new SshPoolQueueTimeoutError(`${this.target.name}: aborted while queued`, { cause: signal?.reason }),
+        );
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.#queue.push(waiter);
+    });
+  }
+
+  #take(): void {
+    this.#inFlight++;
+    if (this.#inFlight > this.#maxInFlight) this.#maxInFlight = this.#inFlight;
+  }
+
+  #release(): void {
+    this.#inFlight--;
+    const next = this.#queue[0];
+    if (next && this.#inFlight < this.#max) next.grant();
+  }
+}
+
+/** Every host's links, by host name. */
+export class LinkPool {
+  readonly #hosts = new Map<string, HostLinks>();
+  readonly #options: HostLinksOptions;
+
+  constructor(options: HostLinksOptions = {}) {
+    this.#options = options;
+  }
+
+  /** The links of `target` (created on first use; a changed target replaces the old entry). */
+  host(target: HostTarget): HostLinks {
+    const existing = this.#hosts.get(target.name);
+    if (existing && sameTarget(existing.target, target)) return existing;
+    existing?.close(new Error(`${target.name}: host settings changed`));
+    const links = new HostLinks(target, this.#options);
+    this.#hosts.set(target.name, links);
+    return links;
+  }
+
+  /** Closes every host. */
+  close(): void {
+    for (const h of this.#hosts.values()) h.close();
+    this.#hosts.clear();
+  }
+}
+
+function sameTarget(a: HostTarget, b: HostTarget): boolean {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+export { Link };

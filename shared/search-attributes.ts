@@ -1,0 +1,27 @@
+// Custom search attributes of this project: the fields the API filters proxies on (DESIGN.md §3).
+// Plain constants only, no imports: workflows, activities, the API and scripts/temporal all read
+// this one list. scripts/temporal registers each entry on the dev server with
+// `temporal server start-dev --search-attribute NAME=KIND`; a production cluster needs the same
+// list registered once (`temporal operator search-attribute create`, see docs/temporal.md).
+
+/** A search attribute's type, spelled as the Temporal CLI's `--search-attribute` flag spells it. */
+export type SearchAttributeKind = 'Text' | 'Keyword' | 'Int' | 'Double' | 'Bool' | 'Datetime' | 'KeywordList';
+
+/** The proxy's lifecycle state (e.g. `Provisioning`, `Running`, `Deleting`). */
+export const SA_PROXY_STATE = 'ProxyState';
+/** Whether the last health checks through the proxy passed. */
+export const SA_PROXY_HEALTHY = 'ProxyHealthy';
+/** The provider entry (configured libvirt host group and image set) the proxy belongs to. */
+export const SA_PROVIDER_ENTRY = 'ProviderEntry';
+/** The libvirt host that runs the proxy's VM. */
+export const SA_PROXY_HOST = 'ProxyHost';
+
+/** Every custom search attribute with its kind. The single source for registration. */
+export const CUSTOM_SEARCH_ATTRIBUTES = {
+  [SA_PROXY_STATE]: 'Keyword',
+  [SA_PROXY_HEALTHY]: 'Bool',
+  [SA_PROVIDER_ENTRY]: 'Keyword',
+  [SA_PROXY_HOST]: 'Keyword',
+} as const satisfies Record<string, SearchAttributeKind>;
+
+export type CustomSearchAttributeName = keyof typeof CUSTOM_SEARCH_ATTRIBUTES;

@@ -1,0 +1,190 @@
+/**
+ * The Temporal plumbing works end to end: a real worker (workflow bundle built from the `.ts`
+ * sources) runs the smoke workflow on the dev server started by `scripts/temporal up`, the run is
+ * visible through the visibility API, the project's search attributes are registered, and the
+ * time-skipping test server installed by scripts/temporal skips a one-hour timer.
+ *
+ * docker-compose.yml registers the same search attributes (checked without a server).
+ *
+ * Needs: `scripts/temporal up` (dev server at TEMPORAL_ADDRESS, default 127.0.0.1:7233).
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { after, before, describe, test } from 'node:test';
+import type { Client } from '@temporalio/client';
+import { Worker } from '@temporalio/worker';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import YAML from 'yaml';
+import * as activities from '../../activities/index.ts';
+import { CUSTOM_SEARCH_ATTRIBUTES } from '../../shared/search-attributes.ts';
+import { SMOKE_WORKFLOW_TYPE } from '../../shared/smoke.ts';
+import type { SmokeInput } from '../../shared/smoke.ts';
+import type { smokeWorkflow } from '../../workflows/index.ts';
+import {
+  TEMPORAL_ADDRESS,
+  TEMPORAL_NAMESPACE,
+  WORKFLOWS_PATH,
+  connectClient,
+  connectWorker,
+  customSearchAttributes,
+  installTestRuntime,
+  pollUntil,
+  testServerPath,
+  uniqueId,
+  withTimeout,
+} from '../support/temporal.ts';
+
+const HOUR_MS = 60 * 60 * 1000;
+/** Bundling the workflows takes a few seconds; a run on an idle dev server well under one. */
+const WORKFLOW_RESULT_TIMEOUT_MS = 30_000;
+const VISIBILITY_TIMEOUT_MS = 15_000;
+const TEST_TIMEOUT_MS = 120_000;
+
+installTestRuntime();
+
+void describe('Temporal dev server (scripts/temporal up)', () => {
+  let client: Client;
+
+  before(async () => {
+    client = await connectClient();
+  });
+
+  after(async () => {
+    await client?.connection.close();
+  });
+
+  void test(
+    'has every search attribute of shared/search-attributes.ts registered with its type',
+    { timeout: TEST_TIMEOUT_MS },
+    async () => {
+      const registered = await withTimeout(customSearchAttributes(client), 10_000, 'list search attributes');
+      for (const [name, kind] of Object.entries(CUSTOM_SEARCH_ATTRIBUTES)) {
+        assert.equal(
+          registered[name],
+          kind,
+          `search attribute ${name} should be registered as ${kind} on ${TEMPORAL_ADDRESS}`,
+        );
+      }
+    },
+  );
+
+  void test(
+    'an in-process worker runs the smoke workflow and the run is listed by visibility',
+    { timeout: TEST_TIMEOUT_MS },
+    async () => {
+      const taskQueue = uniqueId('smoke-tq');
+      const workflowId = uniqueId('smoke/dev');
+      const input: SmokeInput = { name: 'dev-server', sleepMs: 100 };
+      const connection = await connectWorker();
+      try {
+        const worker = await Worker.create({
+          connection,
+          namespace: TEMPORAL_NAMESPACE,
+          taskQueue,
+          workflowsPath: WORKFLOWS_PATH,
+          activities,
+        });
+        // runUntil shuts the worker down (and waits for it) once the promise settles, even on failure.
+        const result = await worker.runUntil(async () => {
+          const handle = await client.workflow.start<typeof smokeWorkflow>(SMOKE_WORKFLOW_TYPE, {
+            taskQueue,
+            workflowId,
+            args: [input],
+          });
+          return withTimeout(handle.result(), WORKFLOW_RESULT_TIMEOUT_MS, `result of workflow ${workflowId}`);
+        });
+        assert.equal(result.greeting, 'hello, dev-server');
+        assert.equal(result.activityAttempt, 1);
+        assert.equal(result.sleptMs, 100);
+        assert.ok(
+          result.workflowElapsedMs >= 100,
+          `workflow time should cover the 100 ms timer, was ${result.workflowElapsedMs}`,
+        );
+      } finally {
+        await connection.close();
+      }
+
+      // Visibility is eventually consistent: poll, bounded.
+      const query = `WorkflowId = '${workflowId}' AND ExecutionStatus = 'Completed'`;
+      const listed = await pollUntil(
+        async () => {
+          for await (const info of client.workflow.list({ query })) return info;
+          return undefined;
+        },
+        { timeoutMs: VISIBILITY_TIMEOUT_MS, what: `visibility to list ${query}` },
+      );
+      assert.equal(listed.workflowId, workflowId);
+      assert.equal(listed.type, SMOKE_WORKFLOW_TYPE);
+      assert.equal(listed.taskQueue, taskQueue);
+      assert.equal(listed.status.name, 'COMPLETED');
+    },
+  );
+});
+
+void describe('time-skipping test server (scripts/temporal test-server-path)', () => {
+  void test(
+    'the smoke workflow sleeps one hour of workflow time in seconds of real time',
+    { timeout: TEST_TIMEOUT_MS },
+    async () => {
+      const path = await testServerPath();
+      const env = await withTimeout(
+        TestWorkflowEnvironment.createTimeSkipping({ server: { executable: { type: 'existing-path', path } } }),
+        30_000,
+        `start the time-skipping test server ${path}`,
+      );
+      try {
+        const taskQueue = uniqueId('smoke-ts-tq');
+        const workflowId = uniqueId('smoke/time-skipping');
+        const worker = await Worker.create({
+          connection: env.nativeConnection,
+          namespace: env.namespace ?? 'default',
+          taskQueue,
+          workflowsPath: WORKFLOWS_PATH,
+          activities,
+        });
+        const began = performance.now();
+        const result = await worker.runUntil(
+          // env.client skips time while it awaits a result.
+          withTimeout(
+            env.client.workflow.execute<typeof smokeWorkflow>(SMOKE_WORKFLOW_TYPE, {
+              taskQueue,
+              workflowId,
+              args: [{ name: 'time-skipping', sleepMs: HOUR_MS }],
+            }),
+            WORKFLOW_RESULT_TIMEOUT_MS,
+            `result of workflow ${workflowId} on the time-skipping server`,
+          ),
+        );
+        const realMs = performance.now() - began;
+        assert.equal(result.greeting, 'hello, time-skipping');
+        assert.equal(result.sleptMs, HOUR_MS);
+        assert.ok(
+          result.workflowElapsedMs >= HOUR_MS,
+          `workflow time should pass one hour, was ${result.workflowElapsedMs} ms`,
+        );
+        assert.ok(
+          realMs < 60_000,
+          `one hour of workflow time should take seconds of real time, took ${Math.round(realMs)} ms`,
+        );
+      } finally {
+        await env.teardown();
+      }
+    },
+  );
+});
+
+void describe('docker-compose.yml (production-ish cluster)', () => {
+  void test('its setup step registers exactly the search attributes of shared/search-attributes.ts', () => {
+    const text = readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8');
+    const compose = YAML.parse(text, { merge: true }) as {
+      services?: Record<string, { environment?: Record<string, unknown> }>;
+    };
+    const listed = compose.services?.['temporal-setup']?.environment?.['SEARCH_ATTRIBUTES'];
+    assert.equal(typeof listed, 'string', 'services.temporal-setup.environment.SEARCH_ATTRIBUTES should be a string');
+    const pairs = String(listed)
+      .trim()
+      .split(/\s+/)
+      .map((pair) => pair.split('=') as [string, string]);
+    assert.deepEqual(Object.fromEntries(pairs), { ...CUSTOM_SEARCH_ATTRIBUTES });
+  });
+});

@@ -1,0 +1,166 @@
+/**
+ * Helpers for tests that run against a real Temporal server: the dev server that
+ * `scripts/temporal up` starts, or the time-skipping test server it installs. Every wait here is
+ * bounded; every failure to reach a server names the address and the command that fixes it.
+ */
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { NativeConnection, Runtime } from '@temporalio/worker';
+import { createLogger, logLevelFromEnv } from '../../lib/log/logger.ts';
+import { sdkLoggerFromPino, sdkLogLevelFor } from '../../lib/log/temporal-adapter.ts';
+
+const execFileAsync = promisify(execFile);
+
+/** The dev server's frontend: `TEMPORAL_ADDRESS`, default 127.0.0.1:7233 (scripts/temporal's). */
+export const TEMPORAL_ADDRESS = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
+/** The namespace tests use: `TEMPORAL_NAMESPACE`, default `default`. */
+export const TEMPORAL_NAMESPACE = process.env['TEMPORAL_NAMESPACE'] || 'default';
+/** The project root (two levels above this file). */
+export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+/** Entry of the workflow bundle, as `workers/worker.ts` uses it. */
+export const WORKFLOWS_PATH = fileURLToPath(new URL('../../workflows/index.ts', import.meta.url));
+
+const CONNECT_TIMEOUT_MS = 5_000;
+const HOW_TO_START = 'start it with `scripts/temporal up` (or point TEMPORAL_ADDRESS at a running server)';
+
+/** A workflow ID or task queue name no other test run uses: `<prefix>-<time>-<random>`. */
+export function uniqueId(prefix: string): string {
+  return `${prefix}-${Date.now().toString(36)}-${randomUUID().slice(0, 8)}`;
+}
+
+let runtimeInstalled = false;
+
+/**
+ * Installs the Temporal Runtime with the project's pino logger (stderr, `LOG_LEVEL`, default
+ * `warn` so test output stays readable) and Core's logs forwarded into it. Call before creating
+ * any worker, native connection or test environment; later calls do nothing.
+ */
+export function installTestRuntime(): void {
+  if (runtimeInstalled) return;
+  const level = logLevelFromEnv(process.env, 'warn');
+  const log = createLogger({ name: 'test', level, stream: 'stderr' });
+  Runtime.install({
+    logger: sdkLoggerFromPino(log.child({ component: 'temporal' })),
+    telemetryOptions: { logging: { filter: { core: sdkLogLevelFor(level), other: 'ERROR' }, forward: {} } },
+  });
+  runtimeInstalled = true;
+}
+
+/** Connects a client to the dev server, failing within a few seconds with a message that says how to start it. */
+export async function connectClient(address = TEMPORAL_ADDRESS, namespace = TEMPORAL_NAMESPACE): Promise<Client> {
+  let connection: Connection;
+  try {
+    connection = await Connection.connect({ address, connectTimeout: CONNECT_TIMEOUT_MS });
+  } catch (cause) {
+    throw new Error(`Temporal dev server not reachable at ${address}: ${HOW_TO_START}. (${errorText(cause)})`, {
+      cause,
+    });
+  }
+  return new Client({ connection, namespace });
+}
+
+/** Connects a worker's native connection to the dev server (bounded, same message as `connectClient`). */
+export async function connectWorker(address = TEMPORAL_ADDRESS): Promise<NativeConnection> {
+  try {
+    return await withTimeout(
+      NativeConnection.connect({ address }),
+      CONNECT_TIMEOUT_MS * 2,
+      `connect a worker to ${address}`,
+    );
+  } catch (cause) {
+    throw new Error(`Temporal dev server not reachable at ${address}: ${HOW_TO_START}. (${errorText(cause)})`, {
+      cause,
+    });
+  }
+}
+
+/**
+ * The time-skipping test server's binary: `TEMPORAL_TEST_SERVER_PATH`, else what
+ * `scripts/temporal test-server-path` prints. Never downloads (the SDK's own download would need
+ * the internet); fails naming `scripts/temporal setup` when nothing is installed.
+ */
+export async function testServerPath(): Promise<string> {
+  const fromEnv = process.env['TEMPORAL_TEST_SERVER_PATH'];
+  if (fromEnv) return fromEnv;
+  try {
+    const { stdout } = await execFileAsync(`${PROJECT_ROOT}scripts/temporal`, ['test-server-path'], {
+      timeout: 30_000,
+      encoding: 'utf8',
+    });
+    const path = stdout.trim();
+    if (path === '') throw new Error('scripts/temporal test-server-path printed nothing');
+    return path;
+  } catch (cause) {
+    throw new Error(
+      `no Temporal test server: run \`scripts/temporal setup\` (or set TEMPORAL_TEST_SERVER_PATH). (${errorText(cause)})`,
+      { cause },
+    );
+  }
+}
+
+/** Rejects with `what` named if `promise` has not settled within `timeoutMs`. */
+export async function withTimeout<T>(promise: Promise<T>, timeoutMs: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`timed out after ${timeoutMs} ms: ${what}`)), timeoutMs);
+  });
+  try {
+    return await Promise.race([promise, timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+export interface PollOptions {
+  /** Give up after this long, in ms. */
+  timeoutMs: number;
+  /** Pause between attempts, in ms. Default 200. */
+  intervalMs?: number;
+  /** What is awaited, for the timeout message. */
+  what: string;
+}
+
+/** Calls `probe` until it returns a value other than `undefined`; bounded by `timeoutMs`. */
+export async function pollUntil<T>(probe: () => Promise<T | undefined>, options: PollOptions): Promise<T> {
+  const deadline = Date.now() + options.timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() >= deadline) throw new Error(`timed out after ${options.timeoutMs} ms waiting for ${options.what}`);
+    await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 200));
+  }
+}
+
+/**
+ * Names of the server's search attribute types (`temporal.api.enums.v1.IndexedValueType`), as
+ * the CLI and shared/search-attributes.ts spell them.
+ */
+export const INDEXED_VALUE_TYPE_NAMES: Readonly<Record<number, string>> = {
+  1: 'Text',
+  2: 'Keyword',
+  3: 'Int',
+  4: 'Double',
+  5: 'Bool',
+  6: 'Datetime',
+  7: 'KeywordList',
+};
+
+/** The namespace's custom search attributes as `{ name: kind }` (kinds spelled as the CLI spells them). */
+export async function customSearchAttributes(
+  client: Client,
+  namespace = TEMPORAL_NAMESPACE,
+): Promise<Record<string, string>> {
+  const response = await client.connection.operatorService.listSearchAttributes({ namespace });
+  const out: Record<string, string> = {};
+  for (const [name, type] of Object.entries(response.customAttributes ?? {})) {
+    out[name] = INDEXED_VALUE_TYPE_NAMES[type] ?? `unknown(${type})`;
+  }
+  return out;
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,3 @@
+// Every workflow the worker registers (one per file). Export workflow functions only: the worker
+// registers each exported function as a workflow type.
+export { smokeWorkflow } from './smoke.ts';
