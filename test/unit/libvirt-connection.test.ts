@@ -684,3 +684,25 @@ describe('LibvirtClient over a scripted daemon', () => {
     await within(client.close(), 100);
   });
 });
+
+describe('duration options are validated', () => {
+  for (const bad of [Infinity, NaN, 0, -5, 2 ** 31]) {
+    it(`timeoutMs ${bad} is refused naming the field, and the connection lives on`, async () => {
+      const r = rig();
+      const err = await rejectionOf(r.conn.call(CONNECT_GET_LIB_VERSION, EMPTY, { timeoutMs: bad }));
+      assert.ok(err instanceof RangeError);
+      assert.match(err.message, /timeoutMs must be a number of milliseconds/);
+      assert.equal(r.conn.isDead, false);
+      assert.equal(r.conn.pendingCalls, 0);
+    });
+  }
+  it('callTimeoutMs is checked when the connection is made', () => {
+    const { client, peer } = pairWithPeer();
+    try {
+      assert.throws(() => new LibvirtConnection(client, { callTimeoutMs: Infinity }), /callTimeoutMs must be/);
+    } finally {
+      client.destroy();
+      peer.dispose();
+    }
+  });
+});

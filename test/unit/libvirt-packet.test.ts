@@ -235,3 +235,30 @@ describe('encodePrefix / encodePacket', () => {
     });
   });
 });
+
+describe('PacketParser memory under a dribbling peer', () => {
+  it('holds few buffers when a frame arrives one byte at a time (compaction)', () => {
+    const parser = new PacketParser();
+    const frameBytes = 256 * 1024;
+    const whole = Buffer.alloc(frameBytes);
+    whole.writeUInt32BE(frameBytes, 0); // length word
+    whole.writeUInt32BE(0x20008086, 4); // prog REMOTE
+    whole.writeUInt32BE(1, 8); // vers 1
+    whole.writeInt32BE(157, 12); // proc CONNECT_GET_LIB_VERSION
+    whole.writeInt32BE(1, 16); // type REPLY
+    whole.writeUInt32BE(9, 20); // serial 9
+    whole.writeInt32BE(0, 24); // status OK
+    let maxHeld = 0;
+    let packets: Packet[] = [];
+    for (let i = 0; i < frameBytes; i++) {
+      packets = parser.push(whole.subarray(i, i + 1));
+      maxHeld = Math.max(maxHeld, parser.heldChunks);
+    }
+    assert.equal(packets.length, 1);
+    assert.equal(packets[0]!.header.serial, 9);
+    assert.equal(packets[0]!.body.length, frameBytes - 28);
+    // A binary counter over 256 Ki one-byte pushes holds about log2(n) + n/64Ki buffers, not n.
+    assert.ok(maxHeld <= 40, `held up to ${maxHeld} buffers`);
+    assert.equal(parser.heldChunks, 0);
+  });
+});

@@ -558,6 +558,26 @@ describe('upload: cancellation', () => {
     await assertUsable(r);
   });
 
+  it('an abort after the finish was sent kills the connection instead of sending a stream abort', async () => {
+    const r = rig();
+    const ac = new AbortController();
+    const source = Readable.from([pattern(10 * KiB)]);
+    const upload = uploadStream(r.conn, STORAGE_VOL_UPLOAD, ARGS, source, { chunkBytes: 64 * KiB, signal: ac.signal });
+    const call = await accept(r.peer);
+    await dataPackets(r.peer, call.serial, 1);
+    const finish = await r.peer.nextStreamControl(call.serial);
+    assert.equal(finish.status, WIRE.OK);
+    ac.abort(new Error('cancelled while finishing'));
+    const err = await rejectionOf(upload, 1000);
+    assert.ok(err instanceof LibvirtAbortedError);
+    assert.ok(r.conn.isDead, 'the connection is killed');
+    const late = r.peer.received.filter(
+      (p) => p.type === WIRE.STREAM && p.serial === call.serial && p.status === WIRE.ERROR,
+    );
+    assert.equal(late.length, 0, 'no stream abort follows a finish');
+    assertReleased(r.conn, source, ac.signal);
+  });
+
   it('an abort while the source keeps producing stops the upload too', async () => {
     const r = rig();
     const ac = new AbortController();
