@@ -9,6 +9,8 @@ import type { CallOptions, ConnectionOptions, KeepaliveOptions } from './connect
 import { LibvirtAuthUnsupportedError, LibvirtProtocolError } from './errors.ts';
 import * as P from './protocol.ts';
 import type { DhcpLease, Domain, DomainInterface, Network, Schema, StoragePool, StorageVol } from './protocol.ts';
+import { downloadStream } from './download.ts';
+import type { DownloadOptions } from './download.ts';
 import { uploadStream } from './stream.ts';
 import type { UploadOptions, UploadResult } from './stream.ts';
 
@@ -276,6 +278,14 @@ export class LibvirtClient {
   }
   async storageVolDelete(vol: StorageVol, flags = 0, o?: CallOptions): Promise<void> {
     await this.#call(Proc.STORAGE_VOL_DELETE, P.volFlagsArgs, { vol, flags }, P.empty, o);
+  }
+  /** Reads a small volume whole (STORAGE_VOL_DOWNLOAD), at most `maxBytes` (default 1 MiB). */
+  async storageVolDownload(
+    vol: StorageVol,
+    o: DownloadOptions & { offset?: bigint; length?: bigint } = {},
+  ): Promise<Buffer> {
+    const body = P.volUploadArgs.encode({ vol, offset: o.offset ?? 0n, length: o.length ?? 0n, flags: 0 });
+    return downloadStream(this.connection, Proc.STORAGE_VOL_DOWNLOAD, body, o);
   }
   /** Streams `source` into `vol` (STORAGE_VOL_UPLOAD); resolves after the daemon confirms. */
   async storageVolUpload(

@@ -11,7 +11,14 @@ import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { after, before, describe, test } from 'node:test';
 import { LibvirtClient } from '../../lib/libvirt/client.ts';
-import { AddressSource, DomainAffect, DomainState, ErrorNumber, MetadataType, UndefineFlags } from '../../lib/libvirt/constants.ts';
+import {
+  AddressSource,
+  DomainAffect,
+  DomainState,
+  ErrorNumber,
+  MetadataType,
+  UndefineFlags,
+} from '../../lib/libvirt/constants.ts';
 import { LibvirtError, LibvirtUploadSourceError } from '../../lib/libvirt/errors.ts';
 import type { StoragePool } from '../../lib/libvirt/protocol.ts';
 import { connectLocalSocket, hostPath, inHost, loadTestHosts } from '../support/testhosts.ts';
@@ -31,7 +38,7 @@ async function randomFile(bytes: number, label: string): Promise<{ path: string;
   const path = join(tmpdir(), `ep-it-${label}-${run}.bin`);
   const h = createHash('sha256');
   const out = createWriteStream(path);
-  for (let done = 0; done < bytes; ) {
+  for (let done = 0; done < bytes;) {
     const chunk = randomBytes(Math.min(4 * MiB, bytes - done));
     h.update(chunk);
     if (!out.write(chunk)) await new Promise<void>((r) => out.once('drain', () => r()));
@@ -104,7 +111,10 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
     assert.equal(net.name, host.network);
     const leases = await client.networkGetDhcpLeases(net);
     assert.ok(Array.isArray(leases));
-    await assert.rejects(client.networkLookupByName(`missing-${run}`), (err: unknown) => err instanceof LibvirtError && err.kind === 'NotFound');
+    await assert.rejects(
+      client.networkLookupByName(`missing-${run}`),
+      (err: unknown) => err instanceof LibvirtError && err.kind === 'NotFound',
+    );
   });
 
   test('domains: define, lookups, XML, metadata, state, start, addresses, list, destroy, undefine', async () => {
@@ -118,11 +128,25 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
       assert.deepEqual(Buffer.from(byName.uuid), Buffer.from(dom.uuid));
       assert.match(await client.domainGetXmlDesc(dom), new RegExp(`<name>${name}</name>`));
       const uri = 'https://egress-proxies.invalid/xmlns/test/1';
-      await client.domainSetMetadata(dom, { type: MetadataType.ELEMENT, metadata: `<mark owner="u-${run}"/>`, key: 'ept', uri, flags: DomainAffect.CONFIG });
-      assert.match(await client.domainGetMetadata(dom, { type: MetadataType.ELEMENT, uri, flags: DomainAffect.CONFIG }), new RegExp(`owner="u-${run}"`));
+      await client.domainSetMetadata(dom, {
+        type: MetadataType.ELEMENT,
+        metadata: `<mark owner="u-${run}"/>`,
+        key: 'ept',
+        uri,
+        flags: DomainAffect.CONFIG,
+      });
+      assert.match(
+        await client.domainGetMetadata(dom, { type: MetadataType.ELEMENT, uri, flags: DomainAffect.CONFIG }),
+        new RegExp(`owner="u-${run}"`),
+      );
       await assert.rejects(
-        client.domainGetMetadata(dom, { type: MetadataType.ELEMENT, uri: 'https://egress-proxies.invalid/other', flags: DomainAffect.CONFIG }),
-        (err: unknown) => err instanceof LibvirtError && err.libvirtCode === ErrorNumber.NO_DOMAIN_METADATA && err.kind === 'NotFound',
+        client.domainGetMetadata(dom, {
+          type: MetadataType.ELEMENT,
+          uri: 'https://egress-proxies.invalid/other',
+          flags: DomainAffect.CONFIG,
+        }),
+        (err: unknown) =>
+          err instanceof LibvirtError && err.libvirtCode === ErrorNumber.NO_DOMAIN_METADATA && err.kind === 'NotFound',
       );
       assert.equal((await client.domainGetState(dom)).state, DomainState.SHUTOFF);
       await client.domainCreate(dom);
@@ -137,7 +161,28 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
       await client.domainDestroy(dom).catch(() => {});
       await client.domainUndefine(dom, UndefineFlags.NVRAM).catch(() => client.domainUndefine(dom));
     }
-    await assert.rejects(client.domainLookupByName(name), (err: unknown) => err instanceof LibvirtError && err.kind === 'NotFound');
+    await assert.rejects(
+      client.domainLookupByName(name),
+      (err: unknown) => err instanceof LibvirtError && err.kind === 'NotFound',
+    );
+  });
+
+  test('downloads a small volume whole, and refuses more than maxBytes', async () => {
+    const vol = await freshVolume('dl', 3000);
+    try {
+      const content = randomBytes(3000);
+      await client.storageVolUpload(vol, Readable.from([content]));
+      const back = await client.storageVolDownload(vol, { maxBytes: 4096 });
+      assert.deepEqual(back, content);
+      assert.equal(client.connection.openStreams, 0);
+      assert.ok((await client.getLibVersion()) > 0n, 'the connection still answers after a download');
+      const other = await LibvirtClient.connect(await connectLocalSocket(host), { label: 'dl-bound' });
+      const otherVol = await other.storageVolLookupByName(pool, vol.name);
+      await assert.rejects(other.storageVolDownload(otherVol, { maxBytes: 1000 }), /more than 1000 bytes/);
+      assert.equal(other.connection.isDead, true);
+    } finally {
+      await client.storageVolDelete(vol);
+    }
   });
 
   test('uploads 400 MiB and the volume file has the same sha256', async () => {
@@ -196,9 +241,11 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
       const small = await client.storagePoolLookupByName(poolName);
       const vol = await client.storageVolCreateXml(small, rawVolXml(`full-${run}.raw`, 64 * MiB));
       const started = Date.now();
-      const source = Readable.from((function* () {
-        for (let i = 0; i < 64; i++) yield randomBytes(MiB);
-      })());
+      const source = Readable.from(
+        (function* () {
+          for (let i = 0; i < 64; i++) yield randomBytes(MiB);
+        })(),
+      );
       await assert.rejects(client.storageVolUpload(vol, source), (err: unknown) => {
         assert.ok(err instanceof LibvirtError, String(err));
         assert.match(err.message, /space|ENOSPC|write/i);
@@ -248,7 +295,10 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
       assert.ok(Date.now() - started < 60_000, 'the upload settled within its bound');
       if (deleted === 'deleted') {
         if (result !== 'finished') assert.ok(result instanceof LibvirtError, String(result));
-        await assert.rejects(other.storageVolLookupByName(pool, vol.name), (err: unknown) => err instanceof LibvirtError && err.kind === 'NotFound');
+        await assert.rejects(
+          other.storageVolLookupByName(pool, vol.name),
+          (err: unknown) => err instanceof LibvirtError && err.kind === 'NotFound',
+        );
       } else {
         assert.ok(deleted instanceof LibvirtError, String(deleted));
         assert.equal(result, 'finished');
@@ -287,4 +337,3 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
     }
   });
 });
-
