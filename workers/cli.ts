@@ -13,6 +13,8 @@ import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
 import { HostLinks } from '../lib/ssh/pool.ts';
 import type { HostTarget } from '../lib/ssh/link.ts';
 import { errorKind } from '../lib/errors.ts';
+import { hostHealth } from '../lib/kvm2/health.ts';
+import type { HostHealth } from '../lib/kvm2/health.ts';
 import { SMOKE_WORKFLOW_TYPE } from '../shared/smoke.ts';
 import type { SmokeResult } from '../shared/smoke.ts';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
@@ -100,25 +102,15 @@ async function hostCheck(files: string[]): Promise<boolean> {
     const links = new HostLinks(target, { dial: { logger: log } });
     const started = performance.now();
     try {
-      const health = await links.call(
-        async (c, call) => {
-          const t0 = performance.now();
-          const libVersion = await c.getLibVersion(call);
-          const rttMs = performance.now() - t0;
-          const hvVersion = await c.getVersion(call);
-          const pool = await c.storagePoolLookupByName(d.pool, call);
-          const info = await c.storagePoolGetInfo(pool, call);
-          return {
-            rttMs: Math.round(rttMs * 100) / 100,
-            libvirt: versionString(libVersion),
-            hypervisor: versionString(hvVersion),
-            pool: { name: d.pool, capacityBytes: Number(info.capacity), availableBytes: Number(info.available) },
-          };
-        },
-        { timeoutMs },
-      );
+      const link = await links.dedicated('health');
+      let health: HostHealth;
+      try {
+        health = await hostHealth(link.client, d.pool, { timeoutMs });
+      } finally {
+        await link.close();
+      }
       process.stdout.write(
-        JSON.stringify({ host: d.name, reachable: true, connectMs: Math.round(performance.now() - started), ...health }) + '\n',
+        JSON.stringify({ host: d.name, connectMs: Math.round(performance.now() - started), ...health }) + '\n',
       );
     } catch (err) {
       allOk = false;
@@ -130,12 +122,6 @@ async function hostCheck(files: string[]): Promise<boolean> {
     }
   }
   return allOk;
-}
-
-/** libvirt packs versions as major * 1e6 + minor * 1e3 + micro. */
-function versionString(v: bigint): string {
-  const n = Number(v);
-  return `${Math.floor(n / 1e6)}.${Math.floor(n / 1e3) % 1000}.${n % 1000}`;
 }
 
 try {

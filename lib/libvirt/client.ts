@@ -162,6 +162,10 @@ export class LibvirtClient {
     if (flags === 0) await this.#call(Proc.DOMAIN_DESTROY, P.domainArgs, { dom }, P.empty, o);
     else await this.#call(Proc.DOMAIN_DESTROY_FLAGS, P.domainFlagsArgs, { dom, flags }, P.empty, o);
   }
+  /** Asks the guest to shut down (ACPI or agent); returns at once. */
+  async domainShutdown(dom: Domain, o?: CallOptions): Promise<void> {
+    await this.#call(Proc.DOMAIN_SHUTDOWN, P.domainArgs, { dom }, P.empty, o);
+  }
   async domainUndefine(dom: Domain, flags = 0, o?: CallOptions): Promise<void> {
     if (flags === 0) await this.#call(Proc.DOMAIN_UNDEFINE, P.domainArgs, { dom }, P.empty, o);
     else await this.#call(Proc.DOMAIN_UNDEFINE_FLAGS, P.domainFlagsArgs, { dom, flags }, P.empty, o);

@@ -1,0 +1,16 @@
+/** The configuration module: the providers file schema, its loader and its error. */
+export { ConfigError, formatIssue } from './errors.ts';
+export type { ConfigErrorCode, ConfigIssue } from './errors.ts';
+export { loadProvidersFile, parseProvidersYaml, formatPath, MAX_PROVIDERS_FILE_BYTES } from './load.ts';
+export { parseCidr } from './cidr.ts';
+export type { Cidr, CidrResult } from './cidr.ts';
+export { IDENTIFIER_RE, MAX_TIMEOUT_MS, ProvidersFileSchema } from './schema.ts';
+export type {
+  HostConfig,
+  ImageConfig,
+  ProviderEntry,
+  ProvidersConfig,
+  SquidConfig,
+  TimeoutsConfig,
+  VmConfig,
+} from './schema.ts';

@@ -1,0 +1,277 @@
+/**
+ * The providers file: its zod schema, the typed config it yields, and one line of help per field
+ * (used by error fixes and mirrored in docs/operator-guide.md). Every object is strict: an unknown
+ * key is an error that lists the allowed keys.
+ */
+import { isAbsolute } from 'node:path';
+import { isIP } from 'node:net';
+import { z } from 'zod';
+import { parseCidr } from './cidr.ts';
+
+/** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters. */
+export const IDENTIFIER_RE = /^[a-z][a-z0-9-]{0,39}$/;
+const IDENTIFIER_RULE = 'must be a lowercase identifier (a letter, then lowercase letters, digits or "-", at most 40)';
+/** Largest timer Node accepts (setTimeout clamps longer ones to 1 ms). */
+export const MAX_TIMEOUT_MS = 2_147_483_647;
+
+const identifier = () => z.string().regex(IDENTIFIER_RE, { error: IDENTIFIER_RULE });
+const port = () => z.int().min(1).max(65535);
+const absolutePath = () =>
+  z
+    .string()
+    .min(1)
+    .refine((p) => isAbsolute(p) && !p.includes('\0'), { error: 'must be an absolute path' });
+const libvirtName = () =>
+  z.string().regex(/^[A-Za-z0-9_][A-Za-z0-9_.:+-]{0,127}$/, {
+    error: 'must be a libvirt object name (letters, digits, "_", ".", ":", "+", "-"; at most 128)',
+  });
+const HOSTNAME_RE =
+  /^(?=.{1,253}$)[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/;
+const timeoutMs = (dflt: number, min = 1) => z.int().min(min).max(MAX_TIMEOUT_MS).default(dflt);
+
+export const HostSchema = z.strictObject({
+  name: identifier(),
+  address: z.string().refine((a) => isIP(a) !== 0 || HOSTNAME_RE.test(a), {
+    error: 'must be an IPv4 address, an IPv6 address (without brackets) or a DNS name',
+  }),
+  port: port().default(22),
+  user: z
+    .string()
+    .regex(/^[A-Za-z0-9._][A-Za-z0-9._-]{0,31}$/, { error: 'must be a user name (letters, digits, ".", "_", "-")' })
+    .default('root'),
+  keyFile: absolutePath(),
+  passphraseFile: absolutePath().optional(),
+  knownHostsFile: absolutePath(),
+  socketPath: absolutePath().default('/var/run/libvirt/libvirt-sock'),
+  weight: z.int().min(1).max(1_000_000).default(1),
+});
+
+export const VmSchema = z.strictObject({
+  vcpus: z.int().min(1).max(64).default(1),
+  memoryMiB: z.int().min(128).max(262_144).default(512),
+  diskGiB: z.int().min(1).max(4096).default(10),
+});
+
+export const ImageSchema = z.strictObject({
+  url: z.string().refine(isHttpUrl, { error: 'must be an http:// or https:// URL' }),
+  sha256: z
+    .string()
+    .regex(/^[0-9a-fA-F]{64}$/, { error: 'must be 64 hexadecimal digits (a SHA-256 digest)' })
+    .transform((s) => s.toLowerCase())
+    .optional(),
+  format: z.enum(['qcow2', 'raw']).default('qcow2'),
+});
+
+export const SquidSchema = z.strictObject({
+  port: port().default(3128),
+  allowedClientCidrs: z.array(z.string().superRefine(checkCidr)).min(1),
+});
+
+export const TimeoutsSchema = z.strictObject({
+  rpcMs: timeoutMs(30_000),
+  connectMs: timeoutMs(5_000),
+  readyMs: timeoutMs(10_000),
+  downloadHeadersMs: timeoutMs(30_000),
+  downloadBodyIdleMs: timeoutMs(60_000),
+  downloadTotalMs: timeoutMs(3_600_000),
+  bootMs: timeoutMs(600_000),
+  shutdownGraceMs: timeoutMs(0, 0),
+});
+
+export const ProviderSchema = z.strictObject({
+  name: identifier(),
+  type: z.literal('kvm2'),
+  hosts: z.array(HostSchema).min(1),
+  storagePool: libvirtName().default('default'),
+  network: libvirtName().default('default'),
+  domainType: z.enum(['kvm', 'qemu']).default('kvm'),
+  vm: VmSchema.prefault({}),
+  images: z
+    .record(z.string().regex(IDENTIFIER_RE, { error: `image key ${IDENTIFIER_RULE}` }), ImageSchema)
+    .refine((m) => Object.keys(m).length > 0, { error: 'must define at least one image' }),
+  squid: SquidSchema,
+  timeouts: TimeoutsSchema.prefault({}),
+});
+
+/** The whole file. Name uniqueness is checked by {@link duplicateNameIssues}, on raw input. */
+export const ProvidersFileSchema = z.strictObject({ providers: z.array(ProviderSchema).min(1) });
+
+/** The validated providers file, defaults applied. */
+export type ProvidersConfig = z.output<typeof ProvidersFileSchema>;
+/** One provider entry (`providers[i]`). */
+export type ProviderEntry = z.output<typeof ProviderSchema>;
+/** One libvirt host of an entry (`providers[i].hosts[j]`). */
+export type HostConfig = z.output<typeof HostSchema>;
+/** One base image of an entry (`providers[i].images.<key>`). */
+export type ImageConfig = z.output<typeof ImageSchema>;
+export type VmConfig = z.output<typeof VmSchema>;
+export type SquidConfig = z.output<typeof SquidSchema>;
+export type TimeoutsConfig = z.output<typeof TimeoutsSchema>;
+
+/** The keys an object accepts, by normalized path (`providers[].hosts[]`): listed in unknown-key fixes. */
+export const ALLOWED_KEYS: Readonly<Record<string, readonly string[]>> = {
+  '': Object.keys(ProvidersFileSchema.shape),
+  'providers[]': Object.keys(ProviderSchema.shape),
+  'providers[].hosts[]': Object.keys(HostSchema.shape),
+  'providers[].vm': Object.keys(VmSchema.shape),
+  'providers[].images.<key>': Object.keys(ImageSchema.shape),
+  'providers[].squid': Object.keys(SquidSchema.shape),
+  'providers[].timeouts': Object.keys(TimeoutsSchema.shape),
+};
+
+/** What a field holds and an example value, by normalized path: the basis of every fix. */
+export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string }>> = {
+  providers: { hint: 'a list of provider entries', example: 'providers: [{ name: lab, type: kvm2, ... }]' },
+  'providers[]': { hint: 'a provider entry (a mapping)', example: '- name: lab' },
+  'providers[].name': { hint: 'a unique lowercase identifier naming the entry', example: 'name: lab-a' },
+  'providers[].type': { hint: 'the provider type; only kvm2 exists', example: 'type: kvm2' },
+  'providers[].hosts': { hint: 'a list of at least one libvirt host', example: 'hosts: [{ name: h1, ... }]' },
+  'providers[].hosts[]': { hint: 'a host (a mapping)', example: '- name: h1' },
+  'providers[].hosts[].name': { hint: 'a lowercase identifier unique within the entry', example: 'name: h1' },
+  'providers[].hosts[].address': { hint: 'the host SSH address (IP or DNS name)', example: 'address: 192.0.2.10' },
+  'providers[].hosts[].port': { hint: 'the SSH port, 1-65535', example: 'port: 22' },
+  'providers[].hosts[].user': { hint: 'the SSH user', example: 'user: root' },
+  'providers[].hosts[].keyFile': {
+    hint: 'the absolute path of the SSH private key on the worker',
+    example: 'keyFile: /etc/egress-proxies/ssh/id_ed25519',
+  },
+  'providers[].hosts[].passphraseFile': {
+    hint: 'the absolute path of a file holding the key passphrase (omit for unencrypted keys)',
+    example: 'passphraseFile: /etc/egress-proxies/ssh/passphrase',
+  },
+  'providers[].hosts[].knownHostsFile': {
+    hint: 'the absolute path of the OpenSSH known_hosts file listing this host key',
+    example: 'knownHostsFile: /etc/egress-proxies/ssh/known_hosts',
+  },
+  'providers[].hosts[].socketPath': {
+    hint: 'the absolute path of libvirtd socket on the host',
+    example: 'socketPath: /var/run/libvirt/libvirt-sock',
+  },
+  'providers[].hosts[].weight': { hint: 'a positive integer share of new proxies', example: 'weight: 1' },
+  'providers[].storagePool': { hint: 'the libvirt storage pool name', example: 'storagePool: default' },
+  'providers[].network': { hint: 'the libvirt network name', example: 'network: default' },
+  'providers[].domainType': { hint: 'kvm (hardware) or qemu (TCG emulation)', example: 'domainType: kvm' },
+  'providers[].vm': { hint: 'the VM size (a mapping)', example: 'vm: { vcpus: 1, memoryMiB: 512, diskGiB: 10 }' },
+  'providers[].vm.vcpus': { hint: 'virtual CPUs, 1-64', example: 'vcpus: 1' },
+  'providers[].vm.memoryMiB': { hint: 'memory in MiB, 128-262144', example: 'memoryMiB: 512' },
+  'providers[].vm.diskGiB': { hint: 'the overlay disk size in GiB, 1-4096', example: 'diskGiB: 10' },
+  'providers[].images': {
+    hint: 'a mapping of image keys to images',
+    example: 'images: { debian12: { url: "https://mirror.example/debian-12.qcow2" } }',
+  },
+  'providers[].images.<key>': { hint: 'an image (a mapping)', example: 'debian12: { url: "https://..." }' },
+  'providers[].images.<key>.url': {
+    hint: 'the http(s) URL of the base image',
+    example: 'url: https://mirror.example/debian-12.qcow2',
+  },
+  'providers[].images.<key>.sha256': {
+    hint: 'the SHA-256 of the image file as 64 hex digits (sha256sum prints it)',
+    example: 'sha256: 9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08',
+  },
+  'providers[].images.<key>.format': { hint: 'the image file format: qcow2 or raw', example: 'format: qcow2' },
+  'providers[].squid': {
+    hint: 'the Squid settings (a mapping)',
+    example: 'squid: { port: 3128, allowedClientCidrs: [10.0.0.0/8] }',
+  },
+  'providers[].squid.port': { hint: 'the TCP port Squid listens on, 1-65535', example: 'port: 3128' },
+  'providers[].squid.allowedClientCidrs': {
+    hint: 'a list of at least one IPv4/IPv6 CIDR block allowed to use the proxies',
+    example: 'allowedClientCidrs: [10.0.0.0/8, "2001:db8::/32"]',
+  },
+  'providers[].squid.allowedClientCidrs[]': {
+    hint: 'an IPv4 or IPv6 CIDR block with host bits clear',
+    example: '- 10.0.0.0/8',
+  },
+  'providers[].timeouts': { hint: 'timeouts in milliseconds (a mapping)', example: 'timeouts: { rpcMs: 30000 }' },
+  'providers[].timeouts.rpcMs': { hint: 'the budget of one libvirt call in ms', example: 'rpcMs: 30000' },
+  'providers[].timeouts.connectMs': { hint: 'the TCP connect budget in ms', example: 'connectMs: 5000' },
+  'providers[].timeouts.readyMs': { hint: 'the SSH handshake budget in ms', example: 'readyMs: 10000' },
+  'providers[].timeouts.downloadHeadersMs': {
+    hint: 'the wait for the image server response headers in ms',
+    example: 'downloadHeadersMs: 30000',
+  },
+  'providers[].timeouts.downloadBodyIdleMs': {
+    hint: 'the longest pause in the image download in ms',
+    example: 'downloadBodyIdleMs: 60000',
+  },
+  'providers[].timeouts.downloadTotalMs': {
+    hint: 'the whole image download budget in ms',
+    example: 'downloadTotalMs: 3600000',
+  },
+  'providers[].timeouts.bootMs': { hint: 'the wait for a new VM address in ms', example: 'bootMs: 600000' },
+  'providers[].timeouts.shutdownGraceMs': {
+    hint: 'the wait for a clean guest shutdown before destroy in ms (0: destroy at once)',
+    example: 'shutdownGraceMs: 0',
+  },
+};
+
+function isHttpUrl(text: string): boolean {
+  if (!URL.canParse(text)) return false;
+  const url = new URL(text);
+  return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
+}
+
+function checkCidr(text: string, ctx: z.RefinementCtx<string>): void {
+  const parsed = parseCidr(text);
+  if (parsed.ok) return;
+  ctx.addIssue({
+    code: 'custom',
+    input: text,
+    message: parsed.problem,
+    params: {
+      fix: parsed.canonical
+        ? `write the network as ${parsed.canonical} (or use /${parsed.canonical.includes(':') ? 128 : 32} for a single address)`
+        : 'write an IPv4 or IPv6 CIDR block such as 10.0.0.0/8 or 2001:db8::/32',
+    },
+  });
+}
+
+/** A problem found outside the zod schema, located by a raw path. */
+export interface RawIssue {
+  path: (string | number)[];
+  message: string;
+  fix: string;
+}
+
+/**
+ * Duplicate provider names across entries and duplicate host names within an entry. Runs on the
+ * raw parsed YAML, so duplicates are reported together with every other problem.
+ */
+export function duplicateNameIssues(raw: unknown): RawIssue[] {
+  const providers = isRecord(raw) && Array.isArray(raw.providers) ? (raw.providers as unknown[]) : [];
+  const issues = duplicates(providers, ['providers'], 'provider name');
+  providers.forEach((entry, i) => {
+    if (isRecord(entry) && Array.isArray(entry.hosts)) {
+      issues.push(...duplicates(entry.hosts as unknown[], ['providers', i, 'hosts'], 'host name'));
+    }
+  });
+  return issues;
+}
+
+function duplicates(items: unknown[], at: (string | number)[], what: string): RawIssue[] {
+  const first = new Map<string, number>();
+  const issues: RawIssue[] = [];
+  items.forEach((item, i) => {
+    const name = isRecord(item) ? item.name : undefined;
+    if (typeof name !== 'string') return;
+    const prev = first.get(name);
+    if (prev === undefined) {
+      first.set(name, i);
+      return;
+    }
+    const where = `${at
+      .map((s) => (typeof s === 'number' ? `[${s}]` : s))
+      .join('.')
+      .replaceAll('.[', '[')}[${prev}]`;
+    issues.push({
+      path: [...at, i, 'name'],
+      message: `duplicate ${what} "${name}" (already used at ${where})`,
+      fix: `give each ${what === 'host name' ? 'host of the entry' : 'provider entry'} a different name`,
+    });
+  });
+  return issues;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
