@@ -245,6 +245,32 @@ export function duplicateNameIssues(raw: unknown): RawIssue[] {
       issues.push(...duplicates(entry.hosts as unknown[], ['providers', i, 'hosts'], 'host name'));
     }
   });
+  issues.push(...baseNameClashes(providers));
+  return issues;
+}
+
+/**
+ * Base volumes are named `base-<entry>-<key>.<format>` and identifiers may contain `-`, so entry
+ * `lab` with key `a-deb` and entry `lab-a` with key `deb` would share a volume name. Refuse such
+ * pairs here, where the fix is cheap (H4: no base is ever shared across entries).
+ */
+function baseNameClashes(providers: unknown[]): RawIssue[] {
+  const seen = new Map<string, string>();
+  const issues: RawIssue[] = [];
+  providers.forEach((entry, i) => {
+    if (!isRecord(entry) || typeof entry.name !== 'string' || !isRecord(entry.images)) return;
+    for (const key of Object.keys(entry.images)) {
+      const joined = `${entry.name}-${key}`;
+      const other = seen.get(joined);
+      if (other !== undefined && other !== `${entry.name}/${key}`) {
+        issues.push({
+          path: ['providers', i, 'images', key],
+          message: `entry "${entry.name}" with image key "${key}" names the same base volume (base-${joined}) as ${other}`,
+          fix: 'rename the image key or the entry so that "<entry>-<key>" differs between them',
+        });
+      } else seen.set(joined, `${entry.name}/${key}`);
+    }
+  });
   return issues;
 }
 

@@ -492,3 +492,28 @@ describe('docs/operator-guide.md', () => {
     }
   });
 });
+
+it('entry and image key pairs that would share a base volume name are refused', () => {
+  const yaml = `
+providers:
+  - name: lab
+    type: kvm2
+    hosts: [{ name: h1, address: 10.0.0.1, keyFile: /k, knownHostsFile: /kh }]
+    images: { a-deb: { url: "http://mirror.test/a.qcow2" } }
+    squid: { allowedClientCidrs: [10.0.0.0/8] }
+  - name: lab-a
+    type: kvm2
+    hosts: [{ name: h1, address: 10.0.0.2, keyFile: /k, knownHostsFile: /kh }]
+    images: { deb: { url: "http://mirror.test/b.qcow2" } }
+    squid: { allowedClientCidrs: [10.0.0.0/8] }
+`;
+  assert.throws(
+    () => parseProvidersYaml(yaml, 'clash.yaml'),
+    (err: unknown) => {
+      assert.ok(err instanceof ConfigError);
+      assert.match(err.message, /providers\[1\]\.images\.deb/);
+      assert.match(err.message, /base-lab-a-deb/);
+      return true;
+    },
+  );
+});

@@ -1,0 +1,174 @@
+/**
+ * Creating a proxy VM: pool-space precheck, qcow2 overlay on the base, cloud-init seed volume,
+ * domain definition with the owner mark, start. Every step looks before it acts, so re-running
+ * after any partial failure converges on one domain and one set of volumes, never duplicates.
+ */
+import { Readable } from 'node:stream';
+import { ErrorNumber } from '../libvirt/constants.ts';
+import type { LibvirtClient } from '../libvirt/client.ts';
+import { LibvirtError } from '../libvirt/errors.ts';
+import type { Domain, StoragePool, StorageVol } from '../libvirt/protocol.ts';
+import type { HostLinks } from '../ssh/pool.ts';
+import { buildCloudInitSeed } from './cloud-config.ts';
+import { buildDomainXml, buildVolumeXml } from './domain-xml.ts';
+import { InsufficientCapacity } from './errors.ts';
+import { assertOwned, readOwnerMark } from './guard.ts';
+import { proxyObjectNames } from './proxy-names.ts';
+import type { ProxyIdentity } from './proxy-names.ts';
+import { buildSeedImage } from './seed.ts';
+import { proxyVmState } from './state.ts';
+
+const GiB = 1024 ** 3;
+
+export interface CreateProxyInput extends ProxyIdentity {
+  links: HostLinks;
+  pool: string;
+  network: string;
+  domainType: 'kvm' | 'qemu';
+  vcpus: number;
+  memoryMiB: number;
+  diskGiB: number;
+  /** The base image (from ensureImage): its path on the host and the format of its content. */
+  base: { path: string; format: 'qcow2' | 'raw' };
+  squid: { port: number; allowedClientCidrs: readonly string[] };
+  /** RFC 3339 creation time recorded in the mark; the workflow passes a fixed value so retries agree. */
+  createdAt: string;
+  /** Free pool space kept beyond the seed and overlay headers, in bytes. Default 1 GiB. */
+  reserveBytes?: number;
+  /** Budget of each libvirt call, in ms. Default 30000. */
+  rpcTimeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface CreatedProxy {
+  domain: string;
+  uuid: string;
+  mac: string;
+  overlayPath: string;
+  seedPath: string;
+  /** What this run did (false: the object was already there). */
+  defined: boolean;
+  started: boolean;
+}
+
+async function lookupVol(
+  c: LibvirtClient,
+  pool: StoragePool,
+  name: string,
+  call: object,
+): Promise<StorageVol | undefined> {
+  try {
+    return await c.storageVolLookupByName(pool, name, call);
+  } catch (err) {
+    if (err instanceof LibvirtError && err.kind === 'NotFound') return undefined;
+    throw err;
+  }
+}
+
+async function lookupDomain(c: LibvirtClient, name: string, call: object): Promise<Domain | undefined> {
+  try {
+    return await c.domainLookupByName(name, call);
+  } catch (err) {
+    if (err instanceof LibvirtError && err.kind === 'NotFound') return undefined;
+    throw err;
+  }
+}
+
+/** Creates (or converges) the proxy's VM and starts it. */
+export async function createProxy(input: CreateProxyInput): Promise<CreatedProxy> {
+  const names = proxyObjectNames(input);
+  const opts = { timeoutMs: input.rpcTimeoutMs ?? 30_000, signal: input.signal };
+  const seed = buildSeedImage(
+    buildCloudInitSeed({
+      instanceId: names.uuid,
+      hostname: input.name,
+      squidPort: input.squid.port,
+      allowedClientCidrs: input.squid.allowedClientCidrs,
+    }),
+  );
+  const { links } = input;
+  const rpc = <T>(
+    fn: (c: LibvirtClient, call: { timeoutMs?: number; signal?: AbortSignal }) => Promise<T>,
+  ): Promise<T> => links.call(fn, opts);
+
+  // An existing domain of this name must be ours before anything else is touched.
+  const existing = await rpc((c, call) => lookupDomain(c, names.domain, call));
+  if (existing)
+    assertOwned(names.domain, await rpc((c, call) => readOwnerMark(c, existing, call)), input.ownerUid, input.entry);
+
+  const pool = await rpc((c, call) => c.storagePoolLookupByName(input.pool, call));
+  let overlay = await rpc((c, call) => lookupVol(c, pool, names.overlayVolume, call));
+  let seedVol = await rpc((c, call) => lookupVol(c, pool, names.seedVolume, call));
+  if (!overlay || !seedVol) {
+    const info = await rpc((c, call) => c.storagePoolGetInfo(pool, call));
+    const needed = (seedVol ? 0 : seed.length) + (overlay ? 0 : 4 * 1024 * 1024) + (input.reserveBytes ?? GiB);
+    if (info.available < BigInt(needed)) throw new InsufficientCapacity(input.pool, needed, Number(info.available));
+  }
+  overlay ??= await rpc((c, call) =>
+    c.storageVolCreateXml(
+      pool,
+      buildVolumeXml({
+        name: names.overlayVolume,
+        capacityBytes: input.diskGiB * GiB,
+        format: 'qcow2',
+        backingPath: input.base.path,
+        backingFormat: input.base.format,
+      }),
+      0,
+      call,
+    ),
+  );
+  seedVol ??= await rpc((c, call) =>
+    c.storageVolCreateXml(
+      pool,
+      buildVolumeXml({ name: names.seedVolume, capacityBytes: seed.length, format: 'raw' }),
+      0,
+      call,
+    ),
+  );
+  // The seed is small and fully determined by the input: upload it every time, so a seed left
+  // half-written by an earlier attempt is repaired.
+  await rpc((c, call) =>
+    c.storageVolUpload(seedVol, Readable.from([seed]), { ...call, finishTimeoutMs: call.timeoutMs }),
+  );
+  const overlayPath = await rpc((c, call) => c.storageVolGetPath(overlay, call));
+  const seedPath = await rpc((c, call) => c.storageVolGetPath(seedVol, call));
+
+  let dom = existing;
+  let defined = false;
+  if (!dom) {
+    const xml = buildDomainXml({
+      name: names.domain,
+      uuid: names.uuid,
+      domainType: input.domainType,
+      vcpus: input.vcpus,
+      memoryMiB: input.memoryMiB,
+      overlayPath,
+      seedPath,
+      network: input.network,
+      mac: names.mac,
+      consoleLogPath: names.consoleLogPath,
+      metadata: {
+        ownerUid: input.ownerUid,
+        proxyName: input.name,
+        providerEntry: input.entry,
+        createdAt: input.createdAt,
+      },
+    });
+    dom = await rpc((c, call) => c.domainDefineXml(xml, 0, call));
+    defined = true;
+  }
+  const domain = dom;
+  let started = false;
+  const { state, reason } = await rpc((c, call) => c.domainGetState(domain, call));
+  if (proxyVmState(state, reason) !== 'Running') {
+    try {
+      await rpc((c, call) => c.domainCreate(domain, 0, call));
+      started = true;
+    } catch (err) {
+      // Started meanwhile (a concurrent retry): that is the state we want.
+      if (!(err instanceof LibvirtError && err.libvirtCode === ErrorNumber.OPERATION_INVALID)) throw err;
+    }
+  }
+  return { domain: names.domain, uuid: names.uuid, mac: names.mac, overlayPath, seedPath, defined, started };
+}

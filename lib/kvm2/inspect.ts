@@ -1,0 +1,90 @@
+/**
+ * Reading proxies: one proxy's state and address, and every proxy of a provider entry by its mark
+ * (for garbage collection), the latter with no state or address calls.
+ */
+import type { CallOptions } from '../libvirt/connection.ts';
+import type { LibvirtClient } from '../libvirt/client.ts';
+import { LibvirtError } from '../libvirt/errors.ts';
+import type { HostLinks } from '../ssh/pool.ts';
+import { readAddress } from './addresses.ts';
+import type { AddressReading } from './addresses.ts';
+import { readOwnerMark } from './guard.ts';
+import { proxyObjectNames } from './proxy-names.ts';
+import type { ProxyIdentity } from './proxy-names.ts';
+import { proxyVmState } from './state.ts';
+import type { ProxyVmState } from './state.ts';
+
+export interface GetProxyInput extends ProxyIdentity {
+  links: HostLinks;
+  network: string;
+  rpcTimeoutMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface ProxyStatus {
+  state: ProxyVmState;
+  /** libvirt's raw (state, reason), for operators. */
+  libvirtState?: { state: number; reason: number };
+  /** Set while Running: the address reading (ip undefined means "no address yet"). */
+  address?: AddressReading;
+}
+
+/**
+ * State and address of one proxy. Missing when no domain has its name; an unreadable address is
+ * a Transient error (H3), never a missing one. Does not apply the adoption guard (reading is
+ * harmless); `listProxies` and the mutating operations do.
+ */
+export async function getProxy(input: GetProxyInput): Promise<ProxyStatus> {
+  const names = proxyObjectNames(input);
+  const opts = { timeoutMs: input.rpcTimeoutMs ?? 30_000, signal: input.signal };
+  return input.links.call(async (c, call) => {
+    let dom;
+    try {
+      dom = await c.domainLookupByName(names.domain, call);
+    } catch (err) {
+      if (err instanceof LibvirtError && err.kind === 'NotFound') return { state: 'Missing' as const };
+      throw err;
+    }
+    const libvirtState = await c.domainGetState(dom, call);
+    const state = proxyVmState(libvirtState.state, libvirtState.reason);
+    if (state !== 'Running') return { state, libvirtState };
+    const address = await readAddress({ client: c, domain: dom, mac: names.mac, network: input.network, call });
+    return { state, libvirtState, address };
+  }, opts);
+}
+
+export interface ListedProxy {
+  domain: string;
+  uuid: string;
+  proxyName: string;
+  ownerUid: string;
+  providerEntry: string;
+  createdAt: string;
+}
+
+/**
+ * Every domain on the host that carries the provider's mark for `entry` (and `ownerUid`, when
+ * given). One metadata call per domain; no state or address calls.
+ */
+export async function listProxies(
+  links: HostLinks,
+  filter: { entry: string; ownerUid?: string },
+  options: CallOptions = {},
+): Promise<ListedProxy[]> {
+  return links.call(async (c: LibvirtClient, call) => {
+    const out: ListedProxy[] = [];
+    for (const dom of await c.listAllDomains(0, call)) {
+      let mark;
+      try {
+        mark = await readOwnerMark(c, dom, call);
+      } catch (err) {
+        if (err instanceof LibvirtError && err.kind === 'NotFound') continue; // undefined meanwhile
+        throw err;
+      }
+      if (!mark || mark.providerEntry !== filter.entry) continue;
+      if (filter.ownerUid !== undefined && mark.ownerUid !== filter.ownerUid) continue;
+      out.push({ domain: dom.name, uuid: Buffer.from(dom.uuid).toString('hex'), ...mark });
+    }
+    return out;
+  }, options);
+}

@@ -1,0 +1,254 @@
+/**
+ * The kvm2 proxy operations against a real libvirtd over SSH (test host ep-h1): create converges,
+ * the domain XML and seed read back as built, state and address reading (H3), listing by mark,
+ * delete is idempotent and guarded (no adoption of unmarked or foreign domains), and a pool too
+ * small yields InsufficientCapacity. The guest here has no OS (an empty qcow2 base), which is
+ * what these operations need; the end-to-end boot with Squid is another test.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { promisify } from 'node:util';
+import { after, before, describe, test } from 'node:test';
+import { readFile } from 'node:fs/promises';
+import { errorKind } from '../../lib/errors.ts';
+import { AddressSource } from '../../lib/libvirt/constants.ts';
+import { readAddress } from '../../lib/kvm2/addresses.ts';
+import { createProxy } from '../../lib/kvm2/create.ts';
+import type { CreateProxyInput } from '../../lib/kvm2/create.ts';
+import { deleteProxy } from '../../lib/kvm2/delete.ts';
+import { parseOwnerMetadata } from '../../lib/kvm2/domain-xml.ts';
+import { InsufficientCapacity, Kvm2AddressUnreadableError, Kvm2AdoptionRefusedError } from '../../lib/kvm2/errors.ts';
+import { getProxy, listProxies } from '../../lib/kvm2/inspect.ts';
+import { proxyObjectNames } from '../../lib/kvm2/proxy-names.ts';
+import { HostLinks } from '../../lib/ssh/pool.ts';
+import { inHost, loadTestHosts } from '../support/testhosts.ts';
+import type { TestHost } from '../support/testhosts.ts';
+
+const pexec = promisify(execFile);
+const run = Date.now().toString(36);
+const entry = `t${run}`;
+const owner = `uid-${run}`;
+
+describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
+  let host: TestHost;
+  let links: HostLinks;
+  let tmp: string;
+  let basePath: string;
+  const baseName = `base-${entry}-empty.qcow2`;
+
+  const input = (name: string, over: Partial<CreateProxyInput> = {}): CreateProxyInput => ({
+    links,
+    ownerUid: owner,
+    entry,
+    name,
+    pool: host.pool,
+    network: host.network,
+    domainType: host.domainType,
+    vcpus: 1,
+    memoryMiB: 128,
+    diskGiB: 1,
+    base: { path: basePath, format: 'qcow2' },
+    squid: { port: 3128, allowedClientCidrs: ['10.0.0.0/8'] },
+    createdAt: '2026-11-29T12:00:00Z',
+    reserveBytes: 16 * 1024 * 1024,
+    rpcTimeoutMs: 20_000,
+    ...over,
+  });
+
+  before(async () => {
+    host = loadTestHosts()[0]!;
+    links = new HostLinks({
+      name: host.name,
+      host: host.address,
+      port: host.port,
+      user: host.user,
+      keyPath: host.keyPath,
+      knownHostsPath: host.knownHostsPath,
+      socketPath: host.socketPath,
+    });
+    tmp = await mkdtemp(join(tmpdir(), 'ep-kvm2-'));
+    const file = join(tmp, 'empty.qcow2');
+    await pexec('qemu-img', ['create', '-q', '-f', 'qcow2', file, '64M'], { timeout: 20_000 });
+    const bytes = await readFile(file);
+    basePath = await links.call(async (c, call) => {
+      const pool = await c.storagePoolLookupByName(host.pool, call);
+      const vol = await c.storageVolCreateXml(
+        pool,
+        `<volume><name>${baseName}</name><capacity unit='bytes'>${bytes.length}</capacity><target><format type='raw'/></target></volume>`,
+        0,
+        call,
+      );
+      await c.storageVolUpload(vol, Readable.from([bytes]));
+      return c.storageVolGetPath(vol, call);
+    });
+  });
+
+  after(async () => {
+    for (const name of ['alpha', 'beta', 'gamma']) await deleteProxy({ ...input(name), links }).catch(() => {});
+    await inHost(host, [
+      'sh',
+      '-c',
+      `for d in $(virsh -q list --all --name | grep '^ep_${entry}_'); do virsh -q destroy $d; virsh -q undefine $d; done; true`,
+    ]).catch(() => {});
+    await links
+      .call(async (c, call) => {
+        const pool = await c.storagePoolLookupByName(host.pool, call);
+        await c.storageVolDelete(await c.storageVolLookupByName(pool, baseName, call), 0, call);
+      })
+      .catch(() => {});
+    links.close();
+    await rm(tmp, { recursive: true, force: true });
+  });
+
+  test('create twice converges to one running domain with one overlay and one seed', async () => {
+    const first = await createProxy(input('alpha'));
+    assert.equal(first.defined, true);
+    assert.equal(first.started, true);
+    const second = await createProxy(input('alpha'));
+    assert.equal(second.defined, false);
+    assert.equal(second.started, false);
+    assert.equal(second.uuid, first.uuid);
+    const names = proxyObjectNames({ ownerUid: owner, entry, name: 'alpha' });
+    const out = await inHost(host, ['virsh', '-q', 'list', '--all', '--name']);
+    assert.equal(out.split('\n').filter((l) => l.trim() === names.domain).length, 1);
+    const vols = await links.call(async (c, call) =>
+      (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, call), call)).map((v) => v.name),
+    );
+    assert.equal(vols.filter((v) => v === names.overlayVolume).length, 1);
+    assert.equal(vols.filter((v) => v === names.seedVolume).length, 1);
+    assert.equal(links.stats().inFlight, 0);
+  });
+
+  test('the defined XML and the uploaded seed read back as built', async () => {
+    const names = proxyObjectNames({ ownerUid: owner, entry, name: 'alpha' });
+    const xml = await inHost(host, ['virsh', 'dumpxml', names.domain]);
+    const seedDisk =
+      /<disk[^>]*>(?:(?!<\/disk>)[\s\S])*?\.seed\.iso(?:(?!<\/disk>)[\s\S])*?<\/disk>/.exec(xml)?.[0] ?? '';
+    assert.match(seedDisk, /bus=['"]virtio['"]/, 'seed on a virtio disk');
+    assert.match(seedDisk, /<readonly\/>/, 'seed read-only');
+    assert.match(xml, new RegExp(`<mac address=['"]${names.mac}['"]`));
+    assert.deepEqual(parseOwnerMetadata(xml), {
+      ownerUid: owner,
+      proxyName: 'alpha',
+      providerEntry: entry,
+      createdAt: '2026-11-29T12:00:00Z',
+    });
+    const iso = join(tmp, 'seed.iso');
+    const bytes = await links.call(async (c, call) => {
+      const pool = await c.storagePoolLookupByName(host.pool, call);
+      return c.storageVolDownload(await c.storageVolLookupByName(pool, names.seedVolume, call), {
+        maxBytes: 4 * 1024 * 1024,
+      });
+    });
+    await writeFile(iso, bytes);
+    const { stdout: userData } = await pexec('isoinfo', ['-J', '-x', '/user-data', '-i', iso], { timeout: 10_000 });
+    assert.match(userData, /^#cloud-config/);
+    assert.match(userData, /http_port 3128/);
+    assert.match(userData, /10\.0\.0\.0\/8/);
+    const { stdout: metaData } = await pexec('isoinfo', ['-J', '-x', '/meta-data', '-i', iso], { timeout: 10_000 });
+    assert.match(metaData, /local-hostname: alpha/);
+  });
+
+  test('a running guest with no agent and no lease has "no address yet", not an error', async () => {
+    const status = await getProxy({ links, ownerUid: owner, entry, name: 'alpha', network: host.network });
+    assert.equal(status.state, 'Running');
+    assert.equal(status.address?.ip, undefined);
+    assert.ok(
+      status.address!.failures.some((f) => f.source === 'agent'),
+      JSON.stringify(status.address),
+    );
+  });
+
+  test('every address source failing is a Transient error (H3)', async () => {
+    const names = proxyObjectNames({ ownerUid: owner, entry, name: 'alpha' });
+    await links.call(async (c, call) => {
+      const dom = await c.domainLookupByName(names.domain, call);
+      await c.domainDestroy(dom, 0, call); // a stopped domain answers no interface query
+      // Sanity: the sources do fail on their own.
+      await assert.rejects(c.domainInterfaceAddresses(dom, AddressSource.LEASE, call));
+      await assert.rejects(
+        readAddress({ client: c, domain: dom, network: `missing-${run}`, call }),
+        (err: unknown) => err instanceof Kvm2AddressUnreadableError && errorKind(err) === 'Transient',
+      );
+      await c.domainCreate(dom, 0, call);
+    });
+  });
+
+  test('a missing proxy is Missing', async () => {
+    assert.deepEqual(await getProxy({ links, ownerUid: owner, entry, name: 'nobody', network: host.network }), {
+      state: 'Missing',
+    });
+  });
+
+  test('listing by mark finds our proxies of the entry and nothing else', async () => {
+    await createProxy(input('beta'));
+    const unmarked = proxyObjectNames({ ownerUid: owner, entry, name: 'gamma' }).domain;
+    await defineBare(unmarked);
+    const listed = await listProxies(links, { entry, ownerUid: owner });
+    assert.deepEqual(listed.map((p) => p.proxyName).sort(), ['alpha', 'beta']);
+    assert.ok(listed.every((p) => p.ownerUid === owner && p.createdAt === '2026-11-29T12:00:00Z'));
+    assert.deepEqual(await listProxies(links, { entry: `other${run}` }), []);
+  });
+
+  test('delete and create refuse an unmarked domain, and leave it', async () => {
+    const bare = proxyObjectNames({ ownerUid: owner, entry, name: 'gamma' }).domain;
+    await assert.rejects(deleteProxy({ ...input('gamma'), links }), Kvm2AdoptionRefusedError);
+    await assert.rejects(createProxy(input('gamma')), Kvm2AdoptionRefusedError);
+    assert.match(await inHost(host, ['virsh', '-q', 'list', '--all', '--name']), new RegExp(bare));
+  });
+
+  test('delete refuses a proxy of another owner UID, and leaves it', async () => {
+    await assert.rejects(deleteProxy({ ...input('beta'), ownerUid: 'someone-else' }), (err: unknown) => {
+      assert.ok(err instanceof Kvm2AdoptionRefusedError);
+      assert.equal(errorKind(err), 'Permanent');
+      assert.match(err.message, new RegExp(owner));
+      return true;
+    });
+    assert.equal(
+      (await getProxy({ links, ownerUid: owner, entry, name: 'beta', network: host.network })).state,
+      'Running',
+    );
+  });
+
+  test('delete twice is fine, and the base survives', async () => {
+    assert.deepEqual(await deleteProxy({ ...input('beta'), shutdownGraceMs: 1000 }), {
+      domain: 'deleted',
+      overlay: 'deleted',
+      seed: 'deleted',
+    });
+    assert.deepEqual(await deleteProxy(input('beta')), { domain: 'absent', overlay: 'absent', seed: 'absent' });
+    const vols = await links.call(async (c, call) =>
+      (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, call), call)).map((v) => v.name),
+    );
+    assert.ok(vols.includes(baseName));
+  });
+
+  test('a pool without room yields InsufficientCapacity with needed and available bytes', async () => {
+    const dir = `/var/lib/libvirt/ep-tiny-${run}`;
+    const poolName = `ep-tiny-${run}`;
+    await inHost(host, ['sh', '-c', `mkdir -p ${dir} && mount -t tmpfs -o size=2m tmpfs ${dir}`]);
+    await inHost(host, ['virsh', '-q', 'pool-create-as', poolName, 'dir', '--target', dir]);
+    try {
+      await assert.rejects(
+        createProxy(input('delta', { pool: poolName, reserveBytes: 64 * 1024 * 1024 })),
+        (err: unknown) => {
+          assert.ok(err instanceof InsufficientCapacity, String(err));
+          assert.ok(err.neededBytes > err.availableBytes && err.availableBytes >= 0);
+          return true;
+        },
+      );
+    } finally {
+      await inHost(host, ['virsh', '-q', 'pool-destroy', poolName]).catch(() => {});
+      await inHost(host, ['sh', '-c', `umount ${dir}; rmdir ${dir}`]).catch(() => {});
+    }
+  });
+
+  async function defineBare(name: string): Promise<void> {
+    const xml = `<domain type='${host.domainType}'><name>${name}</name><memory unit='MiB'>32</memory><os><type arch='x86_64'>hvm</type></os></domain>`;
+    await links.call((c, call) => c.domainDefineXml(xml, 0, call));
+  }
+});
