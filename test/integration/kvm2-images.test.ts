@@ -26,10 +26,10 @@ import {
 import { ensureImage } from '../../lib/kvm2/images.ts';
 import type { EnsureImageInput, ImageProgress, ImageSpec, ImageTimeouts } from '../../lib/kvm2/images.ts';
 import { baseVolumeName, markerVolumeName } from '../../lib/kvm2/names.ts';
-import type { HostTarget, Link } from '../../lib/ssh/link.ts';
+import type { Link } from '../../lib/ssh/link.ts';
 import { HostLinks } from '../../lib/ssh/pool.ts';
 import { ImageMirror, sha256Hex } from '../support/mirror.ts';
-import { connectLocalSocket, hostPath, inHost, loadTestHosts } from '../support/testhosts.ts';
+import { connectLocalSocket, hostPath, inHost, loadTestHosts, hostTarget } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
 
 const MiB = 1024 * 1024;
@@ -61,18 +61,6 @@ class TrackingLinks extends HostLinks {
   openDedicated(): Link[] {
     return this.opened.filter((l) => !l.isDead);
   }
-}
-
-function targetOf(h: TestHost): HostTarget {
-  return {
-    name: h.name,
-    host: h.address,
-    port: h.port,
-    user: h.user,
-    keyPath: h.keyPath,
-    knownHostsPath: h.knownHostsPath,
-    socketPath: h.socketPath,
-  };
 }
 
 /** Rejects if `p` does not settle within `ms`. */
@@ -167,7 +155,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
 
   before(async () => {
     host = loadTestHosts().find((h) => h.name === 'ep-h1') ?? loadTestHosts()[0]!;
-    links = new TrackingLinks(targetOf(host), {
+    links = new TrackingLinks(hostTarget(host), {
       dial: { connectTimeoutMs: 5_000, readyTimeoutMs: 10_000 },
     });
     mirror = await ImageMirror.start();

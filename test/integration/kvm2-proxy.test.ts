@@ -25,7 +25,7 @@ import { InsufficientCapacity, Kvm2AddressUnreadableError, Kvm2AdoptionRefusedEr
 import { getProxy, listProxies } from '../../lib/kvm2/inspect.ts';
 import { proxyObjectNames } from '../../lib/kvm2/proxy-names.ts';
 import { HostLinks } from '../../lib/ssh/pool.ts';
-import { inHost, loadTestHosts } from '../support/testhosts.ts';
+import { hostTarget, inHost, loadTestHosts } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -61,15 +61,7 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
 
   before(async () => {
     host = loadTestHosts()[0]!;
-    links = new HostLinks({
-      name: host.name,
-      host: host.address,
-      port: host.port,
-      user: host.user,
-      keyPath: host.keyPath,
-      knownHostsPath: host.knownHostsPath,
-      socketPath: host.socketPath,
-    });
+    links = new HostLinks(hostTarget(host));
     tmp = await mkdtemp(join(tmpdir(), 'ep-kvm2-'));
     const file = join(tmp, 'empty.qcow2');
     await pexec('qemu-img', ['create', '-q', '-f', 'qcow2', file, '64M'], { timeout: 20_000 });

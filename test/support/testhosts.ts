@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import type { HostTarget } from '../../lib/ssh/link.ts';
 
 const pexecFile = promisify(execFile);
 
@@ -39,14 +40,19 @@ export function loadTestHosts(): TestHost[] {
   }
   const list = Array.isArray(index) ? index : ((index as { hosts?: unknown[] }).hosts ?? []);
   return list.map((entry) => {
-    const path = typeof entry === 'string' ? entry : (entry as { descriptor?: string; path?: string }).descriptor ?? (entry as { path: string }).path;
+    const path =
+      typeof entry === 'string'
+        ? entry
+        : ((entry as { descriptor?: string; path?: string }).descriptor ?? (entry as { path: string }).path);
     return JSON.parse(readFileSync(path.startsWith('/') ? path : join(TESTHOST_STATE, path), 'utf8')) as TestHost;
   });
 }
 
 /** The host's libvirt socket as seen from the root mount namespace. */
 export function localSocketPath(host: TestHost): string {
-  return typeof host.localSocketPath === "string" ? host.localSocketPath : `/proc/${host.holderPid}/root${host.socketPath}`;
+  return typeof host.localSocketPath === 'string'
+    ? host.localSocketPath
+    : `/proc/${host.holderPid}/root${host.socketPath}`;
 }
 
 /** A file inside the host's mount namespace, as seen from here. */
@@ -80,4 +86,17 @@ export async function inHost(host: TestHost, argv: string[], timeoutMs = 30_000)
     maxBuffer: 16 * 1024 * 1024,
   });
   return stdout;
+}
+
+/** The transport's view of a test host: where to dial, as whom, and where libvirt listens. */
+export function hostTarget(host: TestHost): HostTarget {
+  return {
+    name: host.name,
+    host: host.address,
+    port: host.port,
+    user: host.user,
+    keyPath: host.keyPath,
+    knownHostsPath: host.knownHostsPath,
+    socketPath: host.socketPath,
+  };
 }
