@@ -37,18 +37,32 @@ function sh(argv: string[]): string {
   if (r.status !== 0) throw new Error(`${argv.join(' ')} failed: ${r.stderr}`);
   return r.stdout;
 }
-const virsh = (...args: string[]): string => sh(['nsenter', '-t', String(host.holderPid), '-m', '-n', '--', 'virsh', '-q', ...args]);
+const virsh = (...args: string[]): string =>
+  sh(['nsenter', '-t', String(host.holderPid), '-m', '-n', '--', 'virsh', '-q', ...args]);
 
 async function makeFile(): Promise<string> {
   const path = join(tmpdir(), `ep-bench-${sizeMiB}m.bin`);
   const out = createWriteStream(path);
-  for (let i = 0; i < sizeMiB; i++) if (!out.write(randomBytes(MiB))) await new Promise<void>((r) => out.once('drain', () => r()));
+  for (let i = 0; i < sizeMiB; i++)
+    if (!out.write(randomBytes(MiB))) await new Promise<void>((r) => out.once('drain', () => r()));
   await new Promise<void>((r) => out.end(r));
   return path;
 }
 
 function freshVol(name: string): void {
-  spawnSync('nsenter', ['-t', String(host.holderPid), '-m', '-n', '--', 'virsh', '-q', 'vol-delete', '--pool', host.pool, name]);
+  spawnSync('nsenter', [
+    '-t',
+    String(host.holderPid),
+    '-m',
+    '-n',
+    '--',
+    'virsh',
+    '-q',
+    'vol-delete',
+    '--pool',
+    host.pool,
+    name,
+  ]);
   virsh('vol-create-as', host.pool, name, `${sizeMiB}M`, '--format', 'raw');
 }
 
@@ -69,7 +83,20 @@ try {
   for (let round = 0; round < rounds; round++) {
     for (const chunk of chunks) {
       freshVol(vol);
-      const out = sh([process.execPath, join(here, 'upload-once.ts'), '--socket', localSocketPath(host), '--pool', host.pool, '--vol', vol, '--file', file, '--chunk', String(chunk)]);
+      const out = sh([
+        process.execPath,
+        join(here, 'upload-once.ts'),
+        '--socket',
+        localSocketPath(host),
+        '--pool',
+        host.pool,
+        '--vol',
+        vol,
+        '--file',
+        file,
+        '--chunk',
+        String(chunk),
+      ]);
       const r = JSON.parse(out) as { seconds: number; idleRss: number; peakRss: number };
       record(`ours chunk=${chunk / 1024}KiB`, r.seconds, r.peakRss - r.idleRss);
     }
@@ -79,16 +106,32 @@ try {
     record('virsh vol-upload', (performance.now() - t0) / 1000);
   }
 } finally {
-  spawnSync('nsenter', ['-t', String(host.holderPid), '-m', '-n', '--', 'virsh', '-q', 'vol-delete', '--pool', host.pool, vol]);
+  spawnSync('nsenter', [
+    '-t',
+    String(host.holderPid),
+    '-m',
+    '-n',
+    '--',
+    'virsh',
+    '-q',
+    'vol-delete',
+    '--pool',
+    host.pool,
+    vol,
+  ]);
   rmSync(file, { force: true });
 }
 
 const virshMedian = median(results['virsh vol-upload']!.secs);
-console.log(`upload of ${sizeMiB} MiB over the local libvirt socket, ${rounds} rounds, alternating (node ${process.version})`);
+console.log(
+  `upload of ${sizeMiB} MiB over the local libvirt socket, ${rounds} rounds, alternating (node ${process.version})`,
+);
 console.log('| client | median s | MB/s | ours/virsh (time) | RSS growth, median MiB |');
 console.log('|---|---|---|---|---|');
 for (const [key, r] of Object.entries(results)) {
   const m = median(r.secs);
   const growth = r.growth.every(Number.isNaN) ? '—' : (median(r.growth) / MiB).toFixed(1);
-  console.log(`| ${key} | ${m.toFixed(3)} | ${((sizeMiB * MiB) / 1e6 / m).toFixed(0)} | ${(m / virshMedian).toFixed(2)} | ${growth} |`);
+  console.log(
+    `| ${key} | ${m.toFixed(3)} | ${((sizeMiB * MiB) / 1e6 / m).toFixed(0)} | ${(m / virshMedian).toFixed(2)} | ${growth} |`,
+  );
 }

@@ -36,14 +36,24 @@ const client = await LibvirtClient.connect(sock);
 const pool = await client.storagePoolLookupByName(values.pool!);
 const vol = await client.storageVolLookupByName(pool, values.vol!);
 const size = statSync(values.file!).size;
-const res = await client.storageVolUpload(vol, createReadStream(values.file!, { highWaterMark: Number(values['read-bytes']) }), {
-  chunkBytes: Number(values.chunk),
-});
+const res = await client.storageVolUpload(
+  vol,
+  createReadStream(values.file!, { highWaterMark: Number(values['read-bytes']) }),
+  {
+    chunkBytes: Number(values.chunk),
+  },
+);
 const seconds = (performance.now() - started) / 1000;
 clearInterval(sampler);
 peak = Math.max(peak, process.memoryUsage.rss());
 await client.close();
 if (res.bytes !== size) throw new Error(`uploaded ${res.bytes} of ${size} bytes`);
 process.stdout.write(
-  JSON.stringify({ seconds, bytes: res.bytes, idleRss: idle, peakRss: peak, maxRssKiB: process.resourceUsage().maxRSS }) + '\n',
+  JSON.stringify({
+    seconds,
+    bytes: res.bytes,
+    idleRss: idle,
+    peakRss: peak,
+    maxRssKiB: process.resourceUsage().maxRSS,
+  }) + '\n',
 );

