@@ -5,10 +5,11 @@
  *
  *   node bench/upload-once.ts --socket PATH --pool NAME --vol NAME --file PATH [--chunk BYTES] [--read-bytes BYTES]
  */
-import { createReadStream, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import net from 'node:net';
 import { parseArgs } from 'node:util';
 import { LibvirtClient } from '../lib/libvirt/client.ts';
+import { fileChunks } from './file-chunks.ts';
 
 const { values } = parseArgs({
   options: {
@@ -17,7 +18,7 @@ const { values } = parseArgs({
     vol: { type: 'string' },
     file: { type: 'string' },
     chunk: { type: 'string', default: String(256 * 1024) },
-    'read-bytes': { type: 'string', default: String(64 * 1024) },
+    'read-bytes': { type: 'string', default: String(256 * 1024) },
   },
 });
 for (const k of ['socket', 'pool', 'vol', 'file'] as const) {
@@ -36,13 +37,9 @@ const client = await LibvirtClient.connect(sock);
 const pool = await client.storagePoolLookupByName(values.pool!);
 const vol = await client.storageVolLookupByName(pool, values.vol!);
 const size = statSync(values.file!).size;
-const res = await client.storageVolUpload(
-  vol,
-  createReadStream(values.file!, { highWaterMark: Number(values['read-bytes']) }),
-  {
-    chunkBytes: Number(values.chunk),
-  },
-);
+const res = await client.storageVolUpload(vol, fileChunks(values.file!, Number(values['read-bytes'])), {
+  chunkBytes: Number(values.chunk),
+});
 const seconds = (performance.now() - started) / 1000;
 clearInterval(sampler);
 peak = Math.max(peak, process.memoryUsage.rss());

@@ -7,18 +7,19 @@
  *
  *   node bench/upload-ssh-once.ts --host 0 --vol NAME --file PATH [--chunk BYTES] [--read-bytes BYTES] [--cipher NAME]
  */
-import { createReadStream, statSync } from 'node:fs';
+import { statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { HostLinks } from '../lib/ssh/pool.ts';
 import { hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
+import { fileChunks } from './file-chunks.ts';
 
 const { values } = parseArgs({
   options: {
     host: { type: 'string', default: '0' },
     vol: { type: 'string' },
     file: { type: 'string' },
-    chunk: { type: 'string', default: String(1024 * 1024) },
-    'read-bytes': { type: 'string', default: String(1024 * 1024) },
+    chunk: { type: 'string', default: String(256 * 1024) },
+    'read-bytes': { type: 'string', default: String(256 * 1024) },
     cipher: { type: 'string', default: 'aes128-gcm@openssh.com' },
   },
 });
@@ -41,11 +42,9 @@ const link = await links.dedicated('bulk');
 const pool = await link.client.storagePoolLookupByName(h.pool);
 const vol = await link.client.storageVolLookupByName(pool, values.vol!);
 const size = statSync(values.file!).size;
-const res = await link.client.storageVolUpload(
-  vol,
-  createReadStream(values.file!, { highWaterMark: Number(values['read-bytes']) }),
-  { chunkBytes: Number(values.chunk) },
-);
+const res = await link.client.storageVolUpload(vol, fileChunks(values.file!, Number(values['read-bytes'])), {
+  chunkBytes: Number(values.chunk),
+});
 const seconds = (performance.now() - started) / 1000;
 const cpu = process.cpuUsage(cpu0);
 clearInterval(sampler);

@@ -66,6 +66,8 @@ interface PendingCall {
 }
 
 const EMPTY = Buffer.alloc(0);
+/** Length word plus header: where a packet's body starts. */
+export const PACKET_PREFIX_BYTES = 28;
 
 /**
  * Runs a callback that is not the connection's own (an observer, a stream sink, a death listener)
@@ -293,6 +295,34 @@ export class LibvirtConnection {
       bytes,
     );
     return this.#write([prefix, ...pieces]);
+  }
+
+  /**
+   * Writes one STREAM/CONTINUE-style packet whose body is already in `packet` after room for the
+   * 28-byte prefix: the prefix is filled in place and the packet written as one buffer, with no
+   * copy. `done` runs once the transport no longer needs the buffer (written, or failed), so the
+   * caller may reuse it then. Returns false when the transport's buffer is full.
+   */
+  writeStreamBuffer(
+    proc: number,
+    serial: number,
+    status: number,
+    packet: Buffer,
+    bodyBytes: number,
+    done: (err?: Error | null) => void,
+  ): boolean {
+    if (this.#deadReason) {
+      done(this.#deadReason);
+      return false;
+    }
+    encodePrefix(
+      { prog: Program.REMOTE, vers: REMOTE_PROTOCOL_VERSION, proc, type: MessageType.STREAM, serial, status },
+      bodyBytes,
+    ).copy(packet, 0);
+    const length = PACKET_PREFIX_BYTES + bodyBytes;
+    this.#bytesOut += length;
+    const ok = this.#transport.write(packet.subarray(0, length), done);
+    return ok && !this.#transport.writableNeedDrain;
   }
 
   /** Resolves when the transport can take more data; rejects when the connection dies. */

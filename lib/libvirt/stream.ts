@@ -8,7 +8,7 @@
  */
 import { Readable } from 'node:stream';
 import { MessageStatus, procName } from './constants.ts';
-import { decodeRemoteError } from './connection.ts';
+import { decodeRemoteError, PACKET_PREFIX_BYTES } from './connection.ts';
 import type { CallOptions, LibvirtConnection } from './connection.ts';
 import {
   checkDurationMs,
@@ -137,6 +137,41 @@ function markRemote(err: Error): Error {
   return err;
 }
 
+/** Packet buffers per upload: one being filled, one being written, one queued, one spare. */
+const PACKET_RING = 4;
+
+/** A few packet buffers, handed out to be filled and returned once the transport is done. */
+class PacketRing {
+  readonly #bytes: number;
+  readonly #free: Buffer[] = [];
+  #allocated = 0;
+  #wake: (() => void) | undefined;
+  constructor(chunkBytes: number) {
+    this.#bytes = PACKET_PREFIX_BYTES + chunkBytes;
+  }
+  async acquire(): Promise<Buffer> {
+    for (;;) {
+      const buf = this.#free.pop();
+      if (buf) return buf;
+      if (this.#allocated < PACKET_RING) {
+        this.#allocated++;
+        return Buffer.allocUnsafeSlow(this.#bytes);
+      }
+      await new Promise<void>((resolve) => (this.#wake = resolve));
+    }
+  }
+  release(buf: Buffer): void {
+    this.#free.push(buf);
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+  dispose(): void {
+    this.#free.length = 0;
+    this.#wake = undefined;
+  }
+}
+
 function uploadLimits(options: UploadOptions) {
   const chunkBytes = options.chunkBytes ?? DEFAULT_UPLOAD_CHUNK_BYTES;
   if (!Number.isInteger(chunkBytes) || chunkBytes < 1 || chunkBytes > MAX_CHUNK_BYTES) {
@@ -172,7 +207,6 @@ export async function uploadStream(
   }
   const { chunkBytes, writeIdleTimeoutMs, sourceIdleTimeoutMs, finishTimeoutMs, abortTimeoutMs } = limits;
   const name = procName(proc);
-  const readable = source instanceof Readable ? source : Readable.from(source, { objectMode: false });
 
   const serial = conn.allocSerial();
   const failure = new Deferred<never>(); // daemon STREAM/ERROR or dead connection
@@ -212,44 +246,53 @@ export async function uploadStream(
     aborted.reject(new LibvirtAbortedError(`${name} upload aborted by the caller`, { cause: options.signal?.reason }));
   options.signal?.addEventListener('abort', onAbort, { once: true });
 
-  const iterator = readable[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>;
+  // A plain async iterable is iterated directly (never buffered ahead), so it may reuse its
+  // buffer: each chunk is copied into a packet before the next one is asked for.
+  const iterator = source[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>;
+  const releaseSource = (): void => {
+    if (source instanceof Readable) source.destroy();
+    else void Promise.resolve(iterator.return?.()).catch(() => {});
+  };
   let sourceEnded = false;
   let opened = false;
   let finishing = false;
   let total = 0;
-  let pieces: Uint8Array[] = [];
-  let pendingBytes = 0;
+  // Packets are filled in a small ring of buffers reused once the transport is done with them:
+  // memory stays at PACKET_RING × chunkBytes whatever the file size, and the source's chunks
+  // become garbage at once.
+  const ring = new PacketRing(chunkBytes);
+  let packet: Buffer | undefined;
+  let filled = 0;
+  const stalledTransport = (): Error => {
+    const err = new LibvirtTimeoutError(
+      `${conn.label}: ${name} upload: the transport took no data for ${writeIdleTimeoutMs} ms; connection killed`,
+    );
+    conn.kill(err);
+    return markRemote(err);
+  };
 
-  const flush = async (bytes: number): Promise<void> => {
-    const out: Uint8Array[] = [];
-    let need = bytes;
-    while (need > 0) {
-      const head = pieces[0]!;
-      if (head.length <= need) {
-        out.push(head);
-        pieces.shift();
-        need -= head.length;
-      } else {
-        out.push(head.subarray(0, need));
-        pieces[0] = head.subarray(need);
-        need = 0;
-      }
-    }
-    pendingBytes -= bytes;
+  const send = async (): Promise<void> => {
+    const buf = packet!;
+    const bytes = filled;
+    packet = undefined;
+    filled = 0;
     // Backpressure is honoured before writing, not after: while the transport drains the last
-    // packet, the loop already reads the next one from the source (at most one packet ahead).
-    if (conn.writeBlocked) {
-      await within(conn.whenWritable(), [failure, aborted], writeIdleTimeoutMs, () => {
-        const err = new LibvirtTimeoutError(
-          `${conn.label}: ${name} upload: the transport took no data for ${writeIdleTimeoutMs} ms; connection killed`,
-        );
-        conn.kill(err);
-        return markRemote(err);
-      });
-    }
-    conn.writeStreamPacket(proc, serial, MessageStatus.CONTINUE, out);
+    // packet, the loop already fills the next one.
+    if (conn.writeBlocked) await within(conn.whenWritable(), [failure, aborted], writeIdleTimeoutMs, stalledTransport);
+    conn.writeStreamBuffer(proc, serial, MessageStatus.CONTINUE, buf, bytes, () => ring.release(buf));
     total += bytes;
     options.onProgress?.({ bytes: total });
+  };
+
+  const append = async (chunk: Uint8Array): Promise<void> => {
+    for (let offset = 0; offset < chunk.length;) {
+      packet ??= await within(ring.acquire(), [failure, aborted], writeIdleTimeoutMs, stalledTransport);
+      const n = Math.min(chunkBytes - filled, chunk.length - offset);
+      packet.set(chunk.subarray(offset, offset + n), PACKET_PREFIX_BYTES + filled);
+      filled += n;
+      offset += n;
+      if (filled === chunkBytes) await send();
+    }
   };
 
   try {
@@ -281,12 +324,9 @@ export async function uploadStream(
           kind: 'Permanent',
         });
       }
-      if (chunk.length === 0) continue;
-      pieces.push(chunk);
-      pendingBytes += chunk.length;
-      while (pendingBytes >= chunkBytes) await flush(chunkBytes);
+      await append(chunk);
     }
-    if (pendingBytes > 0) await flush(pendingBytes);
+    if (filled > 0) await send();
     finishing = true;
     conn.writeStreamPacket(proc, serial, MessageStatus.OK, []);
     await within(confirmation.promise, [aborted], finishTimeoutMs, () => {
@@ -309,8 +349,8 @@ export async function uploadStream(
   } finally {
     options.signal?.removeEventListener('abort', onAbort);
     conn.unregisterStream(serial);
-    pieces = [];
-    if (!sourceEnded) readable.destroy();
+    ring.dispose();
+    if (!sourceEnded) releaseSource();
   }
 }
 

@@ -52,6 +52,7 @@ S=$1 N=$2 R=$3
 mount --bind "$S/etc/libvirt" /etc/libvirt
 mount --bind "$S/run/libvirt" /run/libvirt
 mount --bind "$S/lib/libvirt" /var/lib/libvirt
+mkdir -p "$S/log/libvirt/qemu"   # as the Debian package ships it: domains log their consoles there
 mount --bind "$S/log/libvirt" /var/log/libvirt
 mount --bind "$S/cache/libvirt" /var/cache/libvirt
 mount --bind "$S/home/root" /root
