@@ -42,7 +42,8 @@ export default tseslint.config(
           patterns: [
             {
               regex: '^(?!@temporalio/workflow$|@temporalio/common$|\\.{1,2}/)',
-              message: 'Workflows may import only @temporalio/workflow, workflow-local files and the plain-JSON shared types.',
+              message:
+                'Workflows may import only @temporalio/workflow, workflow-local files and the plain-JSON shared types.',
             },
             {
               regex: '^\\.\\./(lib|workers|api)/',
@@ -58,7 +59,11 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': [
         'error',
-        { patterns: [{ group: ['@temporalio/*'], message: 'lib/ never imports Temporal: the provider must run without it.' }] },
+        {
+          patterns: [
+            { group: ['@temporalio/*'], message: 'lib/ never imports Temporal: the provider must run without it.' },
+          ],
+        },
       ],
     },
   },
