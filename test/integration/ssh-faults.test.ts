@@ -389,6 +389,8 @@ void describe('SSH links under faults on a real test host', { timeout: 300_000 }
       const { upload, open } = await startUpload(bulk, vol, 256 * MiB);
       signalPids([libvirtd], 'SIGSTOP');
       try {
+        // The stop lands when the kernel next schedules the process: wait for it, boundedly.
+        for (let i = 0; i < 100 && processState(libvirtd) !== 'T'; i++) await new Promise((r) => setTimeout(r, 10));
         assert.equal(processState(libvirtd), 'T', 'libvirtd is stopped');
         const t0 = performance.now();
         open();
