@@ -49,6 +49,11 @@ async function makeFile(): Promise<string> {
   return path;
 }
 
+/** Writes back dirty pages first, so one run's writeback does not land on the next run's clock. */
+function settle(): void {
+  spawnSync('sync');
+}
+
 function freshVol(name: string): void {
   spawnSync('nsenter', [
     '-t',
@@ -83,6 +88,7 @@ try {
   for (let round = 0; round < rounds; round++) {
     for (const chunk of chunks) {
       freshVol(vol);
+      settle();
       const out = sh([
         process.execPath,
         join(here, 'upload-once.ts'),
@@ -101,6 +107,7 @@ try {
       record(`ours chunk=${chunk / 1024}KiB`, r.seconds, r.peakRss - r.idleRss);
     }
     freshVol(vol);
+    settle();
     const t0 = performance.now();
     virsh('vol-upload', '--pool', host.pool, vol, file);
     record('virsh vol-upload', (performance.now() - t0) / 1000);
@@ -126,6 +133,10 @@ const virshMedian = median(results['virsh vol-upload']!.secs);
 console.log(
   `upload of ${sizeMiB} MiB over the local libvirt socket, ${rounds} rounds, alternating (node ${process.version})`,
 );
+console.log('');
+for (const [key, r] of Object.entries(results))
+  console.log(`${key}: rounds ${r.secs.map((x) => x.toFixed(3)).join(' ')}`);
+console.log('');
 console.log('| client | median s | MB/s | ours/virsh (time) | RSS growth, median MiB |');
 console.log('|---|---|---|---|---|');
 for (const [key, r] of Object.entries(results)) {
