@@ -2,7 +2,7 @@
  * The typed libvirt API over one LibvirtConnection: the handshake, then one method per procedure
  * the provider uses. Each method takes `{ timeoutMs, signal }`.
  */
-import type { Duplex, Readable } from 'node:stream';
+import type { Duplex } from 'node:stream';
 import { AuthType, DrvFeature, Proc } from './constants.ts';
 import { LibvirtConnection } from './connection.ts';
 import type { CallOptions, ConnectionOptions, KeepaliveOptions } from './connection.ts';
@@ -12,7 +12,7 @@ import type { DhcpLease, Domain, DomainInterface, Network, Schema, StoragePool, 
 import { downloadStream } from './download.ts';
 import type { DownloadOptions } from './download.ts';
 import { uploadStream } from './stream.ts';
-import type { UploadOptions, UploadResult } from './stream.ts';
+import type { UploadOptions, UploadResult, UploadSource } from './stream.ts';
 
 export interface ClientOptions extends ConnectionOptions {
   /** URI passed to CONNECT_OPEN. Default `qemu:///system`. */
@@ -292,11 +292,7 @@ export class LibvirtClient {
     return downloadStream(this.connection, Proc.STORAGE_VOL_DOWNLOAD, body, o);
   }
   /** Streams `source` into `vol` (STORAGE_VOL_UPLOAD); resolves after the daemon confirms. */
-  async storageVolUpload(
-    vol: StorageVol,
-    source: Readable | AsyncIterable<Uint8Array>,
-    o: VolUploadOptions = {},
-  ): Promise<UploadResult> {
+  async storageVolUpload(vol: StorageVol, source: UploadSource, o: VolUploadOptions = {}): Promise<UploadResult> {
     const body = P.volUploadArgs.encode({ vol, offset: o.offset ?? 0n, length: o.length ?? 0n, flags: 0 });
     return uploadStream(this.connection, Proc.STORAGE_VOL_UPLOAD, body, source, o);
   }

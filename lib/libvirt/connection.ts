@@ -270,6 +270,12 @@ export class LibvirtConnection {
     });
   }
 
+  /** Starts an observation of a stream (upload or download) with the connection's observer. */
+  observeStream(proc: number, serial: number): CallObservation | undefined {
+    const observation = guard(() => this.#observer?.start({ proc, serial, bytesOut: 0, stream: true }));
+    return observation && { end: (result) => void guard(() => observation.end(result)) };
+  }
+
   /** Registers the receiver of STREAM packets for `serial`. */
   registerStream(serial: number, sink: StreamSink): void {
     if (this.#deadReason) {

@@ -18,6 +18,7 @@ import {
   LibvirtTimeoutError,
   LibvirtUploadSourceError,
 } from './errors.ts';
+import type { CallObservation } from './observe.ts';
 import type { Packet } from './packet.ts';
 import { errorKind } from '../errors.ts';
 
@@ -137,6 +138,16 @@ function markRemote(err: Error): Error {
   return err;
 }
 
+/** What an upload reads: a Readable, an async iterable, or an iterable of byte chunks. */
+export type UploadSource = Readable | AsyncIterable<Uint8Array> | Iterable<Uint8Array>;
+
+function syncToAsync(it: Iterator<Uint8Array>): AsyncIterator<Uint8Array> {
+  return {
+    next: () => Promise.resolve(it.next()),
+    return: () => Promise.resolve(it.return?.() ?? { done: true as const, value: undefined }),
+  };
+}
+
 /** Packet buffers per upload: one being filled, one being written, one queued, one spare. */
 const PACKET_RING = 4;
 
@@ -194,7 +205,7 @@ export async function uploadStream(
   conn: LibvirtConnection,
   proc: number,
   argsBody: Uint8Array,
-  source: Readable | AsyncIterable<Uint8Array>,
+  source: UploadSource,
   options: UploadOptions = {},
 ): Promise<UploadResult> {
   let limits: ReturnType<typeof uploadLimits>;
@@ -248,7 +259,10 @@ export async function uploadStream(
 
   // A plain async iterable is iterated directly (never buffered ahead), so it may reuse its
   // buffer: each chunk is copied into a packet before the next one is asked for.
-  const iterator = source[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>;
+  const iterator: AsyncIterator<Uint8Array> =
+    Symbol.asyncIterator in source
+      ? (source[Symbol.asyncIterator]() as AsyncIterator<Uint8Array>)
+      : syncToAsync(source[Symbol.iterator]());
   const releaseSource = (): void => {
     if (source instanceof Readable) source.destroy();
     else void Promise.resolve(iterator.return?.()).catch(() => {});
@@ -256,6 +270,7 @@ export async function uploadStream(
   let sourceEnded = false;
   let opened = false;
   let finishing = false;
+  let observation: CallObservation | undefined;
   let total = 0;
   // Packets are filled in a small ring of buffers reused once the transport is done with them:
   // memory stays at PACKET_RING × chunkBytes whatever the file size, and the source's chunks
@@ -298,6 +313,7 @@ export async function uploadStream(
   try {
     await conn.call(proc, argsBody, options, serial);
     opened = true;
+    observation = conn.observeStream(proc, serial);
     if (failure.settled) await failure.promise;
     for (;;) {
       const next = await within(
@@ -336,8 +352,10 @@ export async function uploadStream(
       conn.kill(err);
       return markRemote(err);
     });
+    observation?.end({ bytesOut: total });
     return { bytes: total };
   } catch (err) {
+    observation?.end({ bytesOut: total, error: err });
     if (finishing && err instanceof LibvirtAbortedError) {
       // The finish is on the wire and cannot be taken back by a stream abort: the caller wants out
       // now, so the connection goes (the volume's state is unknown to the caller, as it should be).

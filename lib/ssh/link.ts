@@ -6,6 +6,7 @@
  */
 import { LibvirtClient } from '../libvirt/client.ts';
 import type { ClientOptions } from '../libvirt/client.ts';
+import { tracingObserver } from '../libvirt/observe.ts';
 import { dialSsh } from './dial.ts';
 import type { DialOptions } from './dial.ts';
 import { DEFAULT_LIBVIRT_SOCKET } from './session.ts';
@@ -26,7 +27,7 @@ export interface HostTarget extends SshTarget {
 }
 
 export interface LinkOptions {
-  /** SSH dial settings (timeouts, keepalive, ciphers, logger). */
+  /** SSH dial settings (timeouts, keepalive, ciphers, logger; the logger also gets one line per libvirt call). */
   dial?: DialOptions;
   /** libvirt client settings (call budget, keepalive, observer); `uri` and `label` come from the target. */
   client?: Omit<ClientOptions, 'uri' | 'label' | 'signal'>;
@@ -94,7 +95,10 @@ export async function openLink(target: HostTarget, purpose: LinkPurpose, options
       timeoutMs: options.openTimeoutMs,
       signal: options.signal,
     });
+    const logger = options.dial?.logger;
     const client = await LibvirtClient.connect(channel, {
+      // One span and one log line per libvirt call, on the dial's logger, unless the caller chose.
+      observer: logger ? tracingObserver({ logger, attributes: { host: target.name, link: purpose } }) : undefined,
       ...options.client,
       uri: target.uri,
       label: `${target.name}/${purpose}`,
