@@ -6,12 +6,12 @@
 //
 // Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`),
 // LOG_LEVEL (default warn for the CLI). Output: JSON on stdout; logs: JSON lines on stderr.
-import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
+import { ConfigError, loadProvidersFile } from '../lib/config/index.ts';
 import { HostLinks } from '../lib/ssh/pool.ts';
-import type { HostTarget } from '../lib/ssh/link.ts';
+import { hostLinksOptions, hostTarget } from '../lib/kvm2/targets.ts';
 import { errorKind } from '../lib/errors.ts';
 import { hostHealth } from '../lib/kvm2/health.ts';
 import type { HostHealth } from '../lib/kvm2/health.ts';
@@ -25,10 +25,11 @@ Usage:
   node workers/cli.ts smoke [--name NAME] [--timeout-ms MS]
       Starts the smoke workflow (ID smoke/cli-<time>) on task queue ${TASK_QUEUE} and prints its
       result. Needs the Temporal dev server (scripts/temporal up) and a worker (node workers/worker.ts).
-  node workers/cli.ts host-check DESCRIPTOR.json [DESCRIPTOR.json ...] [--timeout-ms MS]
-      For each host descriptor (test/hosts/README.md describes the fields), dials over SSH,
-      forwards the libvirt socket, and prints reachability, round-trip time, libvirt and
-      hypervisor versions, and the storage pool's capacity and free space. Exit 1 if any host fails.
+  node workers/cli.ts host-check --providers FILE [--entry NAME] [--timeout-ms MS]
+      For each host of the providers file (docs/operator-guide.md), or of one entry, dials over
+      SSH on a health link of its own, forwards the libvirt socket, and prints one JSON line:
+      reachability, round-trip time, libvirt and hypervisor versions, and the storage pool's
+      capacity and free space. Exit 1 if any host fails, 2 on a bad file (the error names the field).
 
 Options:
   --timeout-ms MS   bound on each step (default 30000)
@@ -40,6 +41,8 @@ const { values, positionals } = parseArgs({
   allowPositionals: true,
   options: {
     name: { type: 'string', default: 'operator' },
+    providers: { type: 'string' },
+    entry: { type: 'string' },
     'timeout-ms': { type: 'string', default: '30000' },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -54,6 +57,7 @@ if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
   process.stderr.write(`--timeout-ms must be a positive whole number of milliseconds, got ${values['timeout-ms']}\n`);
   process.exit(2);
 }
+class UsageError extends Error {}
 const log = createLogger({ name: 'cli', stream: 'stderr', level: logLevelFromEnv(process.env, 'warn') });
 
 async function smoke(): Promise<void> {
@@ -75,50 +79,40 @@ async function smoke(): Promise<void> {
   }
 }
 
-interface Descriptor {
-  name: string;
-  address: string;
-  port: number;
-  user: string;
-  keyPath: string;
-  knownHostsPath: string;
-  socketPath?: string;
-  pool: string;
-}
-
-async function hostCheck(files: string[]): Promise<boolean> {
+async function hostCheck(file: string, entryName: string | undefined): Promise<boolean> {
+  const config = await loadProvidersFile(file);
+  const entries = config.providers.filter((e) => entryName === undefined || e.name === entryName);
+  if (entries.length === 0) {
+    throw new UsageError(
+      `--entry ${entryName}: no such provider entry in ${file} (it has ${config.providers.map((e) => e.name).join(', ')})`,
+    );
+  }
   let allOk = true;
-  for (const file of files) {
-    const d = JSON.parse(readFileSync(file, 'utf8')) as Descriptor;
-    const target: HostTarget = {
-      name: d.name,
-      host: d.address,
-      port: d.port,
-      user: d.user,
-      keyPath: d.keyPath,
-      knownHostsPath: d.knownHostsPath,
-      socketPath: d.socketPath,
-    };
-    const links = new HostLinks(target, { dial: { logger: log } });
-    const started = performance.now();
-    try {
-      const link = await links.dedicated('health');
-      let health: HostHealth;
+  for (const entry of entries) {
+    for (const host of entry.hosts) {
+      const target = hostTarget(entry, host);
+      const links = new HostLinks(target, hostLinksOptions(entry, log));
+      const started = performance.now();
       try {
-        health = await hostHealth(link.client, d.pool, { timeoutMs });
+        const link = await links.dedicated('health');
+        let health: HostHealth;
+        try {
+          health = await hostHealth(link.client, entry.storagePool, { timeoutMs });
+        } finally {
+          await link.close();
+        }
+        process.stdout.write(
+          JSON.stringify({ host: target.name, connectMs: Math.round(performance.now() - started), ...health }) + '\n',
+        );
+      } catch (err) {
+        allOk = false;
+        process.stdout.write(
+          JSON.stringify({ host: target.name, reachable: false, kind: errorKind(err), error: (err as Error).message }) +
+            '\n',
+        );
       } finally {
-        await link.close();
+        links.close();
       }
-      process.stdout.write(
-        JSON.stringify({ host: d.name, connectMs: Math.round(performance.now() - started), ...health }) + '\n',
-      );
-    } catch (err) {
-      allOk = false;
-      process.stdout.write(
-        JSON.stringify({ host: d.name, reachable: false, kind: errorKind(err), error: (err as Error).message }) + '\n',
-      );
-    } finally {
-      links.close();
     }
   }
   return allOk;
@@ -127,14 +121,16 @@ async function hostCheck(files: string[]): Promise<boolean> {
 try {
   if (command === 'smoke') await smoke();
   else if (command === 'host-check') {
-    if (rest.length === 0) throw new Error('host-check needs at least one descriptor file (see --help)');
-    if (!(await hostCheck(rest))) process.exitCode = 1;
+    if (values.providers === undefined || rest.length > 0) {
+      throw new UsageError('host-check takes --providers FILE (and optionally --entry NAME); see --help');
+    }
+    if (!(await hostCheck(values.providers, values.entry))) process.exitCode = 1;
   } else {
     process.stderr.write(`unknown command ${JSON.stringify(command)}\n\n${HELP}\n`);
     process.exitCode = 2;
   }
 } catch (err) {
-  log.error({ err }, 'command failed');
+  if (!(err instanceof ConfigError || err instanceof UsageError)) log.error({ err }, 'command failed');
   process.stderr.write(`${(err as Error).message}\n`);
-  process.exitCode = 1;
+  process.exitCode = err instanceof ConfigError || err instanceof UsageError ? 2 : 1;
 }
