@@ -5,7 +5,8 @@
 import type { Duplex } from 'node:stream';
 import { AuthType, DrvFeature, Proc } from './constants.ts';
 import { LibvirtConnection } from './connection.ts';
-import type { CallOptions, ConnectionOptions, KeepaliveOptions } from './connection.ts';
+import type { CallOptions, ConnectionOptions } from './connection.ts';
+import type { KeepaliveOptions } from './keepalive.ts';
 import { LibvirtAuthUnsupportedError, LibvirtProtocolError } from './errors.ts';
 import * as P from './protocol.ts';
 import type { DhcpLease, Domain, DomainInterface, Network, Schema, StoragePool, StorageVol } from './protocol.ts';

@@ -13,12 +13,13 @@ import {
   LibvirtAbortedError,
   LibvirtConnectionError,
   LibvirtError,
-  LibvirtKeepaliveError,
   LibvirtProtocolError,
   LibvirtTimeoutError,
 } from './errors.ts';
+import { Keepalive, keepalivePacket } from './keepalive.ts';
+import type { KeepaliveOptions } from './keepalive.ts';
 import type { CallObservation, CallObserver } from './observe.ts';
-import { encodePacket, encodePrefix, PacketParser } from './packet.ts';
+import { encodePrefix, PacketParser } from './packet.ts';
 import type { Header, Packet } from './packet.ts';
 import { remoteError } from './protocol.ts';
 
@@ -39,16 +40,6 @@ export interface ConnectionOptions {
   observer?: CallObserver;
   /** A label for errors and logs, e.g. the host name. */
   label?: string;
-}
-
-export interface KeepaliveOptions {
-  /** Idle time after which a PING is sent, in milliseconds. Default 5000. */
-  intervalMs?: number;
-  /**
-   * Unanswered PINGs tolerated. The peer is declared dead after about
-   * `intervalMs × (countMax + 1)` without any byte from it. Default 3.
-   */
-  countMax?: number;
 }
 
 /** Receives STREAM packets of one serial, and the connection's death. */
@@ -94,9 +85,7 @@ export class LibvirtConnection {
   readonly #deathListeners = new Set<(reason: Error) => void>();
   #nextSerial = 1;
   #deadReason: Error | undefined;
-  #keepaliveTimer: NodeJS.Timeout | undefined;
-  #lastReceivedAt = Date.now();
-  #missedPings = 0;
+  readonly #keepalive = new Keepalive();
   #bytesIn = 0;
   #bytesOut = 0;
   readonly #onData = (chunk: Buffer): void => this.#receive(chunk);
@@ -158,8 +147,7 @@ export class LibvirtConnection {
   kill(reason: Error, culpritSerial?: number): void {
     if (this.#deadReason) return;
     this.#deadReason = reason;
-    if (this.#keepaliveTimer) clearInterval(this.#keepaliveTimer);
-    this.#keepaliveTimer = undefined;
+    this.#keepalive.stop();
     const others =
       reason instanceof LibvirtConnectionError
         ? reason
@@ -354,43 +342,13 @@ export class LibvirtConnection {
 
   /** Starts keepalive (after the daemon confirmed the feature). Idempotent. */
   startKeepalive(options: KeepaliveOptions = {}): void {
-    if (this.#keepaliveTimer || this.#deadReason) return;
-    const intervalMs = options.intervalMs ?? 5000;
-    const countMax = options.countMax ?? 3;
-    const tickMs = Math.max(50, Math.floor(intervalMs / 2));
-    this.#lastReceivedAt = Date.now();
-    this.#missedPings = 0;
-    let lastPingAt = 0;
-    this.#keepaliveTimer = setInterval(() => {
-      const now = Date.now();
-      if (now - this.#lastReceivedAt < intervalMs) return;
-      if (now - lastPingAt < intervalMs) return;
-      if (this.#missedPings >= countMax) {
-        this.kill(
-          new LibvirtKeepaliveError(
-            `${this.label}: no answer from the peer for ${now - this.#lastReceivedAt} ms (keepalive ${intervalMs} ms × ${countMax + 1}); connection killed`,
-          ),
-        );
-        return;
-      }
-      this.#missedPings++;
-      lastPingAt = now;
-      this.#sendKeepalive(KeepaliveProc.PING);
-    }, tickMs);
-    this.#keepaliveTimer.unref();
-  }
-
-  #sendKeepalive(proc: number): void {
-    this.#write([
-      encodePacket({
-        prog: Program.KEEPALIVE,
-        vers: 1,
-        proc,
-        type: MessageType.MESSAGE,
-        serial: 0,
-        status: MessageStatus.OK,
-      }),
-    ]);
+    if (this.#deadReason) return;
+    this.#keepalive.start(
+      this.label,
+      options,
+      (packet) => this.#write([packet]),
+      (err) => this.kill(err),
+    );
   }
 
   #write(pieces: readonly Uint8Array[]): boolean {
@@ -410,8 +368,7 @@ export class LibvirtConnection {
   #receive(chunk: Buffer): void {
     if (this.#deadReason) return;
     this.#bytesIn += chunk.length;
-    this.#lastReceivedAt = Date.now();
-    this.#missedPings = 0;
+    this.#keepalive.received();
     let packets: Packet[];
     try {
       packets = this.#parser.push(chunk);
@@ -438,7 +395,7 @@ export class LibvirtConnection {
     const { header } = packet;
     if (header.prog === Program.KEEPALIVE) {
       if (header.type !== MessageType.MESSAGE) throw this.#protocolError('keepalive packet of wrong type', header);
-      if (header.proc === KeepaliveProc.PING) this.#sendKeepalive(KeepaliveProc.PONG);
+      if (header.proc === KeepaliveProc.PING) this.#write([keepalivePacket(KeepaliveProc.PONG)]);
       else if (header.proc !== KeepaliveProc.PONG) throw this.#protocolError('unknown keepalive procedure', header);
       return;
     }
