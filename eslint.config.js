@@ -55,6 +55,23 @@ export default tseslint.config(
     },
   },
   {
+    files: ['workflows/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../activities', '../activities/*'],
+              allowTypeImports: true,
+              message: 'Workflows import activities as types only (proxyActivities<typeof activities>).',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['lib/**/*.ts'],
     rules: {
       'no-restricted-imports': [
