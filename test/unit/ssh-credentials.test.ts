@@ -104,15 +104,32 @@ void describe('loadPrivateKey', () => {
     await rejectsCredentials(loadPrivateKey(join(dir, 'garbage')), /cannot be used/);
   });
 
-  void it(
-    'names an unreadable key file (skipped as root, who reads anything)',
-    { skip: process.getuid?.() === 0 },
-    async () => {
-      const key = await generateKey(join(dir, 'unreadable'));
-      await chmod(key.privatePath, 0o000);
+  void it('names an unreadable key file (as root, checked in a child running as nobody)', async (t) => {
+    const key = await generateKey(join(dir, 'unreadable'));
+    await chmod(key.privatePath, 0o000);
+    if (process.getuid?.() !== 0) {
       await rejectsCredentials(loadPrivateKey(key.privatePath), /is not readable by this process/);
-    },
-  );
+      return;
+    }
+    // Root reads anything: ask the same question from an unprivileged child.
+    await chmod(dir, 0o711);
+    const module = new URL('../../lib/ssh/credentials.ts', import.meta.url).href;
+    const asNobody = ['--reuid=65534', '--regid=65534', '--clear-groups', process.execPath];
+    try {
+      await run('setpriv', [
+        ...asNobody,
+        '-e',
+        `require('fs').accessSync(${JSON.stringify(new URL(module).pathname)})`,
+      ]);
+    } catch {
+      t.skip('this checkout is not readable by nobody, so the unprivileged child cannot load the module');
+      return;
+    }
+    const script = `import(${JSON.stringify(module)}).then((m) => m.loadPrivateKey(${JSON.stringify(key.privatePath)})).then(() => console.log('READ'), (e) => console.log(e.code + ' ' + e.message));`;
+    const out = await run('setpriv', [...asNobody, '--input-type=module', '-e', script], 20_000);
+    assert.match(out, /^SSH_CREDENTIALS /);
+    assert.match(out, /is not readable by this process/);
+  });
 });
 
 void describe('loadCredentials', () => {
