@@ -84,33 +84,40 @@ const record = (key: string, secs: number, growth = NaN): void => {
   (results[key] ??= { secs: [], growth: [] }).secs.push(secs);
   results[key].growth.push(growth);
 };
-try {
-  for (let round = 0; round < rounds; round++) {
-    for (const chunk of chunks) {
-      freshVol(vol);
-      settle();
-      const out = sh([
-        process.execPath,
-        join(here, 'upload-once.ts'),
-        '--socket',
-        localSocketPath(host),
-        '--pool',
-        host.pool,
-        '--vol',
-        vol,
-        '--file',
-        file,
-        '--chunk',
-        String(chunk),
-      ]);
-      const r = JSON.parse(out) as { seconds: number; idleRss: number; peakRss: number };
-      record(`ours chunk=${chunk / 1024}KiB`, r.seconds, r.peakRss - r.idleRss);
-    }
-    freshVol(vol);
-    settle();
+/** One timed upload per variant: ours per chunk size, then virsh. */
+const variants: (() => void)[] = [
+  ...chunks.map((chunk) => () => {
+    const out = sh([
+      process.execPath,
+      join(here, 'upload-once.ts'),
+      '--socket',
+      localSocketPath(host),
+      '--pool',
+      host.pool,
+      '--vol',
+      vol,
+      '--file',
+      file,
+      '--chunk',
+      String(chunk),
+    ]);
+    const r = JSON.parse(out) as { seconds: number; idleRss: number; peakRss: number };
+    record(`ours chunk=${chunk / 1024}KiB`, r.seconds, r.peakRss - r.idleRss);
+  }),
+  () => {
     const t0 = performance.now();
     virsh('vol-upload', '--pool', host.pool, vol, file);
     record('virsh vol-upload', (performance.now() - t0) / 1000);
+  },
+];
+try {
+  for (let round = 0; round < rounds; round++) {
+    // Each round starts one variant later, so no variant always follows the same one.
+    for (let i = 0; i < variants.length; i++) {
+      freshVol(vol);
+      settle();
+      variants[(round + i) % variants.length]!();
+    }
   }
 } finally {
   spawnSync('nsenter', [
