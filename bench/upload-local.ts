@@ -54,7 +54,8 @@ function settle(): void {
   spawnSync('sync');
 }
 
-function freshVol(name: string): void {
+/** Deletes a volume if it is there (no error when it is not). */
+function deleteVol(name: string): void {
   spawnSync('nsenter', [
     '-t',
     String(host.holderPid),
@@ -68,6 +69,10 @@ function freshVol(name: string): void {
     host.pool,
     name,
   ]);
+}
+
+function freshVol(name: string): void {
+  deleteVol(name);
   virsh('vol-create-as', host.pool, name, `${sizeMiB}M`, '--format', 'raw');
 }
 
@@ -120,19 +125,7 @@ try {
     }
   }
 } finally {
-  spawnSync('nsenter', [
-    '-t',
-    String(host.holderPid),
-    '-m',
-    '-n',
-    '--',
-    'virsh',
-    '-q',
-    'vol-delete',
-    '--pool',
-    host.pool,
-    vol,
-  ]);
+  deleteVol(vol);
   rmSync(file, { force: true });
 }
 

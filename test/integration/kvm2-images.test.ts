@@ -31,6 +31,7 @@ import { HostLinks } from '../../lib/ssh/pool.ts';
 import { ImageMirror, sha256Hex } from '../support/mirror.ts';
 import { connectLocalSocket, hostPath, inHost, loadTestHosts, hostTarget } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
+import { within } from '../support/bounded.ts';
 
 const MiB = 1024 * 1024;
 /** Unique per run, and an identifier (entry names are built from it). */
@@ -60,21 +61,6 @@ class TrackingLinks extends HostLinks {
   }
   openDedicated(): Link[] {
     return this.opened.filter((l) => !l.isDead);
-  }
-}
-
-/** Rejects if `p` does not settle within `ms`. */
-async function within<V>(p: Promise<V>, ms: number, what: string): Promise<V> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

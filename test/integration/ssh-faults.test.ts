@@ -30,6 +30,7 @@ import {
 } from '../support/host-faults.ts';
 import { hostTarget, loadTestHosts, TESTHOST_STATE } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
+import { sleep, within } from '../support/bounded.ts';
 
 const MiB = 1024 * 1024;
 const run = `${process.pid}-${Date.now().toString(36)}`;
@@ -49,25 +50,6 @@ const OPTIONS: HostLinksOptions = {
   },
   client: { keepalive: { intervalMs: KEEPALIVE_MS, countMax: KEEPALIVE_COUNT } },
 };
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-/** Rejects if `p` does not settle within `ms`. */
-async function within<V>(p: Promise<V>, ms: number, what: string): Promise<V> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** The rejection of `p` with the time it took from `since` (fails if `p` resolves). */
 async function rejection(p: Promise<unknown>, since: number): Promise<{ err: Error; ms: number }> {

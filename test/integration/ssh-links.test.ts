@@ -26,6 +26,7 @@ import { generateKey, startSshd, startTarpit, startTcpRelay } from '../support/s
 import type { TestServer, ThrowawaySshd } from '../support/sshd.ts';
 import { hostTarget, loadTestHosts, localSocketPath, TESTHOST_STATE } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
+import { sleep, until, within } from '../support/bounded.ts';
 
 const MiB = 1024 * 1024;
 const run = `${process.pid}-${Date.now().toString(36)}`;
@@ -40,37 +41,11 @@ function targetOf(h: TestHost, over: Partial<HostTarget> = {}): HostTarget {
   return { ...hostTarget(h), ...over };
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((r) => setTimeout(r, ms));
-}
-
-async function within<V>(p: Promise<V>, ms: number, what: string): Promise<V> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 async function failure(p: Promise<unknown>): Promise<Error> {
   return p.then(
     () => assert.fail('expected a rejection'),
     (e: unknown) => (e instanceof Error ? e : assert.fail(`rejected with a non-Error: ${String(e)}`)),
   );
-}
-
-async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`);
-    await sleep(5);
-  }
 }
 
 /** The pooled link, read through a call so that an earlier assertion does not narrow its type. */

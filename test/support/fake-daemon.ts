@@ -6,6 +6,7 @@
  * Use it over `duplexPair()` (`pairWithPeer`) or over any socket (`new ScriptedPeer(socket)`).
  * Tests drive it step by step: `await peer.nextCall()`, then `peer.reply(call, body)`.
  */
+import { within } from './bounded.ts';
 import { duplexPair } from 'node:stream';
 import type { Duplex } from 'node:stream';
 
@@ -322,21 +323,6 @@ export function pairWithPeer(options: PeerOptions = {}): { client: Duplex; peer:
   return { client, peer: new ScriptedPeer(server, options) };
 }
 
-/** Rejects if `p` has not settled within `ms` (a ref'd timer, so the loop stays alive meanwhile). */
-export async function within<T>(p: Promise<T>, ms: number, what = 'operation'): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 /** Settles with the rejection of `p` (fails if it resolves), within `ms`. */
 export async function rejectionOf(p: Promise<unknown>, ms = 3000): Promise<Error> {
   const outcome = await within(
@@ -352,6 +338,4 @@ export async function rejectionOf(p: Promise<unknown>, ms = 3000): Promise<Error
   return outcome.err;
 }
 
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
+export { sleep, within } from './bounded.ts';

@@ -26,6 +26,7 @@ import { rejectionOf, ScriptedPeer, sleep, within, xdr } from '../support/fake-d
 import type { WirePacket } from '../support/fake-daemon.ts';
 import { startSshd, startTarpit } from '../support/sshd.ts';
 import type { TestServer, ThrowawaySshd } from '../support/sshd.ts';
+import { until } from '../support/bounded.ts';
 
 const T = { timeout: 20_000 };
 
@@ -117,15 +118,6 @@ class FakeLibvirtd {
     for (const p of this.peers) p.dispose();
     for (const s of this.#sockets) s.destroy();
     await new Promise<void>((resolve) => (this.#server ? this.#server.close(() => resolve()) : resolve()));
-  }
-}
-
-/** Polls `cond` every 5 ms for at most `ms`. */
-async function until(cond: () => boolean, ms: number, what: string): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`${what} did not happen within ${ms} ms`);
-    await sleep(5);
   }
 }
 
