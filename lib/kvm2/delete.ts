@@ -7,7 +7,7 @@
 import { DomainState, ErrorNumber, UndefineFlags } from '../libvirt/constants.ts';
 import type { LibvirtClient } from '../libvirt/client.ts';
 import { LibvirtError } from '../libvirt/errors.ts';
-import type { Domain } from '../libvirt/protocol.ts';
+import type { Domain, StoragePool } from '../libvirt/protocol.ts';
 import type { HostLinks } from '../ssh/pool.ts';
 import { assertOwned, readOwnerMark } from './guard.ts';
 import { proxyObjectNames } from './proxy-names.ts';
@@ -94,13 +94,20 @@ export async function deleteProxy(input: DeleteProxyInput): Promise<DeletedProxy
       }),
     );
   }
-  const volume = (name: string): Promise<Outcome> =>
-    absentOr(() =>
-      rpc(async (c, call) => {
-        const pool = await c.storagePoolLookupByName(input.pool, call);
-        await c.storageVolDelete(await c.storageVolLookupByName(pool, name, call), 0, call);
-      }),
+  // A missing pool means the volumes are gone with it.
+  let pool: StoragePool | undefined;
+  try {
+    pool = await rpc((c, call) => c.storagePoolLookupByName(input.pool, call));
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+  }
+  const volume = async (name: string): Promise<Outcome> => {
+    if (!pool) return 'absent';
+    const p = pool;
+    return absentOr(() =>
+      rpc(async (c, call) => c.storageVolDelete(await c.storageVolLookupByName(p, name, call), 0, call)),
     );
+  };
   return { domain: domainOutcome, overlay: await volume(names.overlayVolume), seed: await volume(names.seedVolume) };
 }
 
