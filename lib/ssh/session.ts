@@ -8,7 +8,13 @@ import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import { Duplex } from 'node:stream';
 import type { Client, ClientChannel } from 'ssh2';
-import { SshAbortedError, SshConnectError, SshSessionDeadError, SshTimeoutError } from './errors.ts';
+import {
+  SshAbortedError,
+  SshChannelOpenError,
+  SshConnectError,
+  SshSessionDeadError,
+  SshTimeoutError,
+} from './errors.ts';
 import { classifyClientError, classifyOpenError } from './classify.ts';
 import type { SshLogger } from './logger.ts';
 
@@ -129,14 +135,50 @@ export class SshSession extends EventEmitter<SessionEvents> {
    * {@link SshSessionDeadError}.
    */
   openStreamLocal(socketPath: string = DEFAULT_LIBVIRT_SOCKET, options: OpenStreamLocalOptions = {}): Promise<Duplex> {
+    return this.#openChannel(
+      socketPath,
+      options,
+      (cb) => this.#client.openssh_forwardOutStreamLocal(socketPath, cb),
+      (err, where) => classifyOpenError(err, { socketPath, where, user: this.user }),
+    );
+  }
+
+  /**
+   * Opens a `direct-tcpip` channel: sshd on the host connects to `host:port` as seen from the host
+   * (a guest behind the host's NAT network, for example). Same lifetime rules as
+   * {@link openStreamLocal}. Rejects with `SshChannelOpenError` when sshd cannot connect or refuses
+   * TCP forwarding (`AllowTcpForwarding`), {@link SshTimeoutError} `SSH_OPEN_TIMEOUT`,
+   * {@link SshAbortedError} or {@link SshSessionDeadError}.
+   */
+  openTcp(host: string, port: number, options: OpenStreamLocalOptions = {}): Promise<Duplex> {
+    const what = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+    return this.#openChannel(
+      what,
+      options,
+      (cb) => this.#client.forwardOut('127.0.0.1', 0, host, port, cb),
+      (err, where) => {
+        const said = err.message.replace(/^\(SSH\) Channel open failure: /, '');
+        return new SshChannelOpenError(
+          `sshd on ${where} could not connect to ${what} for user ${this.user} ("${said}", reason ${String(err.reason)}). ` +
+            'Either nothing listens there, or sshd refuses TCP forwarding (set AllowTcpForwarding yes in sshd_config)',
+          { cause: err },
+        );
+      },
+    );
+  }
+
+  #openChannel(
+    what: string,
+    options: OpenStreamLocalOptions,
+    open: (cb: (err: Error | undefined, channel: ClientChannel) => void) => void,
+    classify: (err: Error & { reason?: unknown }, where: string) => Error,
+  ): Promise<Duplex> {
     const timeoutMs = options.timeoutMs ?? DEFAULT_OPEN_TIMEOUT_MS;
     const { signal } = options;
     const where = `${this.host}:${this.port}`;
     if (this.#deadReason !== undefined) return Promise.reject(this.#deadError());
     if (signal?.aborted === true) {
-      return Promise.reject(
-        new SshAbortedError(`opening ${socketPath} on ${where} was aborted`, { cause: signal.reason }),
-      );
+      return Promise.reject(new SshAbortedError(`opening ${what} on ${where} was aborted`, { cause: signal.reason }));
     }
     return new Promise<Duplex>((resolve, reject) => {
       let settled = false;
@@ -151,11 +193,11 @@ export class SshSession extends EventEmitter<SessionEvents> {
       };
       const onKill = (): void => settle(this.#deadError());
       const onAbort = (): void =>
-        settle(new SshAbortedError(`opening ${socketPath} on ${where} was aborted`, { cause: signal?.reason }));
+        settle(new SshAbortedError(`opening ${what} on ${where} was aborted`, { cause: signal?.reason }));
       const timer = setTimeout(() => {
         const err = new SshTimeoutError(
           'SSH_OPEN_TIMEOUT',
-          `opening a channel to ${socketPath} on ${where} took longer than ${timeoutMs} ms; the connection is stalled`,
+          `opening a channel to ${what} on ${where} took longer than ${timeoutMs} ms; the connection is stalled`,
         );
         settle(err);
         this.kill(err);
@@ -163,13 +205,9 @@ export class SshSession extends EventEmitter<SessionEvents> {
       this.#pendingOpens.add(onKill);
       signal?.addEventListener('abort', onAbort, { once: true });
       try {
-        this.#client.openssh_forwardOutStreamLocal(socketPath, (err, channel) => {
+        open((err, channel) => {
           if (err !== undefined && err !== null) {
-            settle(
-              this.#deadReason !== undefined
-                ? this.#deadError()
-                : classifyOpenError(err, { socketPath, where, user: this.user }),
-            );
+            settle(this.#deadReason !== undefined ? this.#deadError() : classify(err, where));
             return;
           }
           channel.on('error', () => undefined);
