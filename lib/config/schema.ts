@@ -78,6 +78,22 @@ export const TimeoutsSchema = z.strictObject({
   shutdownGraceMs: timeoutMs(0, 0),
 });
 
+/** Where and how often a proxy is health-checked (a real CONNECT through its Squid). */
+export const HealthSchema = z.strictObject({
+  target: z
+    .string()
+    .regex(/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9A-Fa-f:.]+\]:\d{1,5}$/, {
+      error: 'must be host:port (or [IPv6]:port) that Squid in the guest can reach',
+    })
+    .optional(),
+  intervalMs: timeoutMs(15_000, 100),
+  probeTimeoutMs: timeoutMs(5_000),
+  healthyAfter: z.int().min(1).max(100).default(2),
+  unhealthyAfter: z.int().min(1).max(100).default(3),
+  addressGracePolls: z.int().min(0).max(100).default(3),
+  maxRecreations: z.int().min(0).max(100).default(3),
+});
+
 export const ProviderSchema = z.strictObject({
   name: identifier(),
   type: z.literal('kvm2'),
@@ -91,10 +107,25 @@ export const ProviderSchema = z.strictObject({
     .refine((m) => Object.keys(m).length > 0, { error: 'must define at least one image' }),
   squid: SquidSchema,
   timeouts: TimeoutsSchema.prefault({}),
+  health: HealthSchema.prefault({}),
+});
+
+/** Orphan garbage collection (a Temporal Schedule). */
+export const GcSchema = z.strictObject({
+  intervalMs: timeoutMs(600_000, 1000),
+  minAgeMs: timeoutMs(3_600_000, 0),
 });
 
 /** The whole file. Name uniqueness is checked by {@link duplicateNameIssues}, on raw input. */
-export const ProvidersFileSchema = z.strictObject({ providers: z.array(ProviderSchema).min(1) });
+export const ProvidersFileSchema = z.strictObject({
+  ownerUid: z
+    .string()
+    .regex(/^[A-Za-z0-9][A-Za-z0-9-]{0,62}$/, { error: 'must be letters, digits and "-", at most 63' })
+    .default('egress-proxies'),
+  gc: GcSchema.prefault({}),
+  hostHealthIntervalMs: timeoutMs(60_000, 1000),
+  providers: z.array(ProviderSchema).min(1),
+});
 
 /** The validated providers file, defaults applied. */
 export type ProvidersConfig = z.output<typeof ProvidersFileSchema>;
@@ -107,6 +138,8 @@ export type ImageConfig = z.output<typeof ImageSchema>;
 export type VmConfig = z.output<typeof VmSchema>;
 export type SquidConfig = z.output<typeof SquidSchema>;
 export type TimeoutsConfig = z.output<typeof TimeoutsSchema>;
+export type HealthConfig = z.output<typeof HealthSchema>;
+export type GcConfig = z.output<typeof GcSchema>;
 
 /** The keys an object accepts, by normalized path (`providers[].hosts[]`): listed in unknown-key fixes. */
 export const ALLOWED_KEYS: Readonly<Record<string, readonly string[]>> = {
@@ -117,11 +150,56 @@ export const ALLOWED_KEYS: Readonly<Record<string, readonly string[]>> = {
   'providers[].images.<key>': Object.keys(ImageSchema.shape),
   'providers[].squid': Object.keys(SquidSchema.shape),
   'providers[].timeouts': Object.keys(TimeoutsSchema.shape),
+  'providers[].health': Object.keys(HealthSchema.shape),
+  gc: Object.keys(GcSchema.shape),
 };
 
 /** What a field holds and an example value, by normalized path: the basis of every fix. */
 export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string }>> = {
   providers: { hint: 'a list of provider entries', example: 'providers: [{ name: lab, type: kvm2, ... }]' },
+  ownerUid: {
+    hint: 'the owner UID of this installation, marked on every domain it creates (unique per installation)',
+    example: 'ownerUid: prod-eu-1',
+  },
+  gc: { hint: 'orphan garbage collection (a mapping)', example: 'gc: { intervalMs: 600000, minAgeMs: 3600000 }' },
+  'gc.intervalMs': { hint: 'how often orphaned domains are collected, in ms', example: 'intervalMs: 600000' },
+  'gc.minAgeMs': {
+    hint: 'the age below which a domain without a workflow is never collected, in ms',
+    example: 'minAgeMs: 3600000',
+  },
+  hostHealthIntervalMs: {
+    hint: 'how often every host is health-checked, in ms',
+    example: 'hostHealthIntervalMs: 60000',
+  },
+  'providers[].health': {
+    hint: 'the proxy health check (a mapping)',
+    example: 'health: { target: "198.51.100.7:443", intervalMs: 15000 }',
+  },
+  'providers[].health.target': {
+    hint: 'host:port that every proxy is asked to CONNECT to; unset: no probes (Healthy stays Unknown)',
+    example: 'target: "198.51.100.7:443"',
+  },
+  'providers[].health.intervalMs': {
+    hint: 'the time between two probes of a proxy, in ms',
+    example: 'intervalMs: 15000',
+  },
+  'providers[].health.probeTimeoutMs': { hint: 'the bound on one probe, in ms', example: 'probeTimeoutMs: 5000' },
+  'providers[].health.healthyAfter': {
+    hint: 'consecutive passing probes that make a proxy Healthy',
+    example: 'healthyAfter: 2',
+  },
+  'providers[].health.unhealthyAfter': {
+    hint: 'consecutive failing probes that make a proxy unhealthy',
+    example: 'unhealthyAfter: 3',
+  },
+  'providers[].health.addressGracePolls': {
+    hint: 'polls a Running proxy may read without an address before it loses its IP (H3)',
+    example: 'addressGracePolls: 3',
+  },
+  'providers[].health.maxRecreations': {
+    hint: 'how often a VM that vanished or failed under a Running proxy is recreated before the proxy fails',
+    example: 'maxRecreations: 3',
+  },
   'providers[]': { hint: 'a provider entry (a mapping)', example: '- name: lab' },
   'providers[].name': { hint: 'a unique lowercase identifier naming the entry', example: 'name: lab-a' },
   'providers[].type': { hint: 'the provider type; only kvm2 exists', example: 'type: kvm2' },

@@ -344,11 +344,11 @@ describe('parseProvidersYaml: each problem names the field and the fix', () => {
     const unknown = issueAt(issues, 'providers[0].colour');
     assert.match(
       unknown.fix,
-      /^remove or rename it; allowed keys here: name, type, hosts, storagePool, network, domainType, vm, images, squid, timeouts$/,
+      /^remove or rename it; allowed keys here: name, type, hosts, storagePool, network, domainType, vm, images, squid, timeouts, health$/,
     );
     assert.deepEqual(
       issueAt(issuesOf(`${MINIMAL}version: 1\n`), 'version').fix,
-      'remove or rename it; allowed keys here: providers',
+      'remove or rename it; allowed keys here: ownerUid, gc, hostHealthIntervalMs, providers',
     );
     issueAt(
       issuesOf(edit('        url: https://mirror.example/d12.qcow2', '        url: https://m/x\n        sha: x')),
