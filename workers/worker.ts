@@ -1,19 +1,68 @@
 // Worker process: runs the project's workflows and activities on the main task queue.
 //
-//   node workers/worker.ts
+//   node workers/worker.ts [--providers FILE] [--task-queue NAME] [--max-activities N]
+//                          [--max-workflow-tasks N] [--shutdown-grace-ms MS] [--no-schedules]
 //
 // Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`),
-// TEMPORAL_TASK_QUEUE (default `egress-proxies`), LOG_LEVEL (default info). Logs, including the
-// Temporal SDK's and Core's, are pino JSON lines on stdout. SIGINT/SIGTERM shut down gracefully.
+// TEMPORAL_TASK_QUEUE (default `egress-proxies`), EP_PROVIDERS_FILE (default .data/providers.yaml),
+// LOG_LEVEL (default info). Logs, including the Temporal SDK's and Core's, are pino JSON lines on
+// stdout. SIGINT/SIGTERM shut down gracefully: no new tasks, activities in flight get
+// --shutdown-grace-ms to finish and are then cancelled, and every SSH link is killed.
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
-import * as activities from '../activities/index.ts';
+import { createActivities } from '../activities/index.ts';
+import { HostRegistry } from '../activities/hosts.ts';
+import { ConfigError, loadProvidersFile } from '../lib/config/index.ts';
 import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
 import { sdkLoggerFromPino, sdkLogLevelFor } from '../lib/log/temporal-adapter.ts';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
+import { ensureSchedules } from './schedules.ts';
 
-const DEFAULT_ADDRESS = '127.0.0.1:7233';
-const DEFAULT_NAMESPACE = 'default';
+const HELP = `egress-proxies worker: runs the proxy, image, GC and health workflows and their activities.
+
+Usage: node workers/worker.ts [options]
+
+Options:
+  --providers FILE          the providers file (docs/operator-guide.md); default $EP_PROVIDERS_FILE
+                            or .data/providers.yaml
+  --task-queue NAME         default $TEMPORAL_TASK_QUEUE or ${TASK_QUEUE}
+  --max-activities N        activities run at once (default 100)
+  --max-workflow-tasks N    workflow tasks run at once (default 40)
+  --shutdown-grace-ms MS    on SIGTERM, how long activities in flight may finish (default 10000)
+  --no-schedules            do not create or update the orphan-GC and provider-health schedules
+  -h, --help                this text
+
+Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE (default), LOG_LEVEL (info).`;
+
+const { values } = parseArgs({
+  options: {
+    providers: { type: 'string', default: process.env['EP_PROVIDERS_FILE'] || '.data/providers.yaml' },
+    'task-queue': { type: 'string', default: process.env['TEMPORAL_TASK_QUEUE'] || TASK_QUEUE },
+    'max-activities': { type: 'string', default: '100' },
+    'max-workflow-tasks': { type: 'string', default: '40' },
+    'shutdown-grace-ms': { type: 'string', default: '10000' },
+    'no-schedules': { type: 'boolean', default: false },
+    help: { type: 'boolean', short: 'h', default: false },
+  },
+});
+if (values.help) {
+  process.stdout.write(HELP + '\n');
+  process.exit(0);
+}
+const positive = (name: string, text: string): number => {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n <= 0) {
+    process.stderr.write(`--${name} must be a positive whole number, got ${JSON.stringify(text)}\n`);
+    process.exit(2);
+  }
+  return n;
+};
+const maxActivities = positive('max-activities', values['max-activities']);
+const maxWorkflowTasks = positive('max-workflow-tasks', values['max-workflow-tasks']);
+const shutdownGraceMs = positive('shutdown-grace-ms', values['shutdown-grace-ms']);
+
 /** The workflow bundle's entry; webpack (inside @temporalio/worker) bundles it at start-up. */
 const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
@@ -26,16 +75,31 @@ Runtime.install({
   telemetryOptions: {
     logging: { filter: { core: sdkLogLevelFor(level), other: 'ERROR' }, forward: {} },
   },
+  shutdownSignals: ['SIGINT', 'SIGTERM'],
 });
 
-const address = process.env['TEMPORAL_ADDRESS'] || DEFAULT_ADDRESS;
-const namespace = process.env['TEMPORAL_NAMESPACE'] || DEFAULT_NAMESPACE;
-const taskQueue = process.env['TEMPORAL_TASK_QUEUE'] || TASK_QUEUE;
+let config;
+try {
+  config = await loadProvidersFile(values.providers);
+} catch (err) {
+  if (err instanceof ConfigError) {
+    log.fatal({ file: values.providers }, err.message);
+    process.exit(2);
+  }
+  log.fatal({ err, file: values.providers }, 'cannot read the providers file (set --providers or EP_PROVIDERS_FILE)');
+  process.exit(2);
+}
 
-log.info({ address, namespace, taskQueue }, 'worker connecting');
+const address = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
+const namespace = process.env['TEMPORAL_NAMESPACE'] || 'default';
+const taskQueue = values['task-queue'];
+
+log.info({ address, namespace, taskQueue, providers: values.providers }, 'worker connecting');
 let connection: NativeConnection;
+let clientConnection: Connection;
 try {
   connection = await NativeConnection.connect({ address });
+  clientConnection = await Connection.connect({ address, connectTimeout: 10_000 });
 } catch (err) {
   log.fatal(
     { err, address },
@@ -43,15 +107,38 @@ try {
   );
   process.exit(1);
 }
+const client = new Client({ connection: clientConnection, namespace });
+const registry = new HostRegistry(config, log.child({ component: 'ssh' }));
 
 try {
-  const worker = await Worker.create({ connection, namespace, taskQueue, workflowsPath: WORKFLOWS_PATH, activities });
-  log.info({ address, namespace, taskQueue }, 'worker running');
+  if (!values['no-schedules']) await ensureSchedules(client, config, taskQueue);
+  const worker = await Worker.create({
+    connection,
+    namespace,
+    taskQueue,
+    workflowsPath: WORKFLOWS_PATH,
+    activities: createActivities({ registry, client, taskQueue }),
+    maxConcurrentActivityTaskExecutions: maxActivities,
+    maxConcurrentWorkflowTaskExecutions: maxWorkflowTasks,
+    shutdownGraceTime: shutdownGraceMs,
+    shutdownForceTime: shutdownGraceMs + 5_000,
+  });
+  log.info(
+    {
+      address,
+      namespace,
+      taskQueue,
+      hosts: config.providers.flatMap((p) => p.hosts.map((h) => `${p.name}/${h.name}`)),
+    },
+    'worker running',
+  );
   await worker.run(); // resolves after a shutdown signal, once in-flight tasks are done
   log.info('worker stopped');
 } catch (err) {
   log.fatal({ err }, 'worker failed');
   process.exitCode = 1;
 } finally {
+  registry.close();
   await connection.close();
+  await clientConnection.close();
 }

@@ -1,8 +1,49 @@
 // Named activity option presets (DESIGN.md §9): workflows pick one instead of spelling timeouts.
+// Errors the activities mark non-retryable (Permanent and NotFound, see activities/errors.ts)
+// are never retried whatever the preset says.
 import type { ActivityOptions } from '@temporalio/workflow';
 
 /** A short, side-effect-free activity: 10 s per attempt, 5 attempts with backoff up to 10 s. */
 export const QUICK_ACTIVITY = {
   startToCloseTimeout: '10 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 5 },
+} as const satisfies ActivityOptions;
+
+/**
+ * A few libvirt calls, each under the entry's `rpcMs` budget (create, delete, host survey):
+ * 5 minutes per attempt, retried with backoff up to a minute, 8 attempts. The workflow waits for
+ * a cancelled attempt to finish, so cleanup never races a create still in flight.
+ */
+export const RPC_ACTIVITY = {
+  startToCloseTimeout: '5 minutes',
+  cancellationType: 'WAIT_CANCELLATION_COMPLETED',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 8 },
+} as const satisfies ActivityOptions;
+
+/** One poll of a VM (state and address): 2 minutes, 3 attempts; a failed poll is a reading, not a failure. */
+export const POLL_ACTIVITY = {
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '5 seconds', maximumAttempts: 3 },
+} as const satisfies ActivityOptions;
+
+/** One health probe: bounded by its own timeout, never retried (the next probe is the retry). */
+export const PROBE_ACTIVITY = {
+  startToCloseTimeout: '1 minute',
+  retry: { maximumAttempts: 1 },
+} as const satisfies ActivityOptions;
+
+/**
+ * A streaming transfer (image fetch and upload): heartbeats at least every few seconds; after 30 s
+ * without one (the worker died) the attempt is retried on any worker, which starts the transfer
+ * over. `startToCloseTimeout` is set per call from the entry's `downloadTotalMs`.
+ */
+export const UPLOAD_ACTIVITY = {
+  heartbeatTimeout: '30 seconds',
+  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5 },
+} as const satisfies ActivityOptions;
+
+/** Cleanup (delete, leave): retried with backoff up to 2 minutes, 20 attempts: it must get done. */
+export const CLEANUP_ACTIVITY = {
+  startToCloseTimeout: '5 minutes',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '2 minutes', maximumAttempts: 20 },
 } as const satisfies ActivityOptions;

@@ -1,3 +1,6 @@
 // Every workflow the worker registers (one per file). Export workflow functions only: the worker
 // registers each exported function as a workflow type.
 export { smokeWorkflow } from './smoke.ts';
+export { proxyLifecycle } from './proxy.ts';
+export { ensureImageWorkflow } from './image.ts';
+export { orphanGcWorkflow, providerHealthWorkflow } from './fleet.ts';

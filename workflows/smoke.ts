@@ -1,11 +1,11 @@
 // The smoke workflow: one activity, then an optional durable timer. Proves a worker, the
 // workflow bundle, the activity round trip and (with the time-skipping test server) timers.
 import { log, proxyActivities, sleep } from '@temporalio/workflow';
-import type * as activities from '../activities/index.ts';
+import type { Activities } from '../activities/index.ts';
 import type { SmokeInput, SmokeResult } from '../shared/smoke.ts';
 import { QUICK_ACTIVITY } from './activity-options.ts';
 
-const { smokeGreet } = proxyActivities<typeof activities>(QUICK_ACTIVITY);
+const { smokeGreet } = proxyActivities<Activities>(QUICK_ACTIVITY);
 
 export async function smokeWorkflow(input: SmokeInput): Promise<SmokeResult> {
   const startedAt = Date.now(); // workflow time: deterministic, replay-safe

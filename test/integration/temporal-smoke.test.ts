@@ -15,7 +15,7 @@ import type { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import YAML from 'yaml';
-import * as activities from '../../activities/index.ts';
+import { smokeGreet } from '../../activities/smoke.ts';
 import { CUSTOM_SEARCH_ATTRIBUTES } from '../../shared/search-attributes.ts';
 import { SMOKE_WORKFLOW_TYPE } from '../../shared/smoke.ts';
 import type { SmokeInput } from '../../shared/smoke.ts';
@@ -82,7 +82,7 @@ void describe('Temporal dev server (scripts/temporal up)', () => {
           namespace: TEMPORAL_NAMESPACE,
           taskQueue,
           workflowsPath: WORKFLOWS_PATH,
-          activities,
+          activities: { smokeGreet },
         });
         // runUntil shuts the worker down (and waits for it) once the promise settles, even on failure.
         const result = await worker.runUntil(async () => {
@@ -140,7 +140,7 @@ void describe('time-skipping test server (scripts/temporal test-server-path)', (
           namespace: env.namespace ?? 'default',
           taskQueue,
           workflowsPath: WORKFLOWS_PATH,
-          activities,
+          activities: { smokeGreet },
         });
         const began = performance.now();
         const result = await worker.runUntil(

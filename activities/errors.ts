@@ -1,0 +1,58 @@
+// From the project's error table (docs/errors.md) to Temporal failures: Permanent and NotFound
+// errors become non-retryable ApplicationFailures whose `type` is the error's stable code, so
+// workflows and the Web UI see the same code the logs show; Transient errors stay retryable.
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import { errorKind, ProjectError } from '../lib/errors.ts';
+import type { ErrorKind } from '../lib/errors.ts';
+
+/** The failure type an activity gives for a Transient error that is not a project error. */
+export const UNCLASSIFIED_ERROR = 'UNCLASSIFIED';
+
+/** A proxy spec a client sent that cannot be provisioned (unknown entry or image key, bad name or size). */
+export class ProxySpecError extends ProjectError {
+  readonly code = 'PROXY_SPEC_INVALID';
+  readonly kind: ErrorKind = 'Permanent';
+  /** The input field at fault, e.g. `imageKey` or `vm.memoryMiB`. */
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(`${field}: ${message}`);
+    this.field = field;
+  }
+}
+
+/** What the failure carries in `details[0]`, for workflows to read without parsing messages. */
+export interface FailureDetails {
+  kind: ErrorKind;
+  code: string;
+}
+
+/** Maps any thrown value to an ApplicationFailure (cancellations and failures pass through). */
+export function toFailure(err: unknown): Error {
+  if (err instanceof ApplicationFailure) return err;
+  const kind = errorKind(err);
+  const code = err instanceof ProjectError ? err.code : UNCLASSIFIED_ERROR;
+  const message = err instanceof Error ? err.message : String(err);
+  const details: FailureDetails = { kind, code };
+  return ApplicationFailure.create({
+    message,
+    type: code,
+    nonRetryable: kind !== 'Transient',
+    details: [details],
+    cause: err instanceof Error ? err : undefined,
+  });
+}
+
+/**
+ * Runs `fn`, rethrowing whatever it throws as {@link toFailure} maps it. When the activity was
+ * cancelled, the SDK's cancellation reason is thrown instead of the library's abort error, so the
+ * server records the activity as cancelled rather than failed.
+ */
+export async function mapped<T>(fn: () => T | Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    const signal = Context.current().cancellationSignal;
+    if (signal.aborted && signal.reason instanceof Error) throw signal.reason;
+    throw toFailure(err);
+  }
+}

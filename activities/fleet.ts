@@ -1,0 +1,63 @@
+// Activities of the fleet-wide workflows: listing our marked domains on a host, asking Temporal
+// whether a proxy's workflow is open, and deleting an orphan (behind the adoption guard).
+import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { deleteProxy, listProxies } from '../lib/kvm2/index.ts';
+import type { DeletedProxy, ListedProxy } from '../lib/kvm2/index.ts';
+import { proxyWorkflowId } from '../shared/proxy.ts';
+import { mapped } from './errors.ts';
+import type { HostRegistry } from './hosts.ts';
+
+export function fleetActivities(registry: HostRegistry, client: Client) {
+  return {
+    /** Hosts of every entry, for the fleet workflows to iterate over. */
+    async listHosts(): Promise<{ entry: string; host: string }[]> {
+      return Promise.resolve(
+        registry.config.providers.flatMap((e) => e.hosts.map((h) => ({ entry: e.name, host: h.name }))),
+      );
+    },
+
+    /** Domains on the host that carry this installation's mark for `entry` (never anyone else's). */
+    async listMarkedDomains(input: { entry: string; host: string }): Promise<ListedProxy[]> {
+      return mapped(async () => {
+        const { entry, links } = registry.host(input.entry, input.host);
+        return listProxies(
+          links,
+          { entry: input.entry, ownerUid: registry.ownerUid },
+          { timeoutMs: entry.timeouts.rpcMs, signal: Context.current().cancellationSignal },
+        );
+      });
+    },
+
+    /** Whether the proxy's lifecycle workflow is open (running) on this namespace. */
+    async proxyWorkflowOpen(input: { entry: string; name: string }): Promise<boolean> {
+      return mapped(async () => {
+        try {
+          const d = await client.workflow.getHandle(proxyWorkflowId(input.entry, input.name)).describe();
+          return d.status.name === 'RUNNING';
+        } catch (err) {
+          if (err instanceof WorkflowNotFoundError) return false;
+          throw err;
+        }
+      });
+    },
+
+    /** Deletes an orphaned proxy VM; the adoption guard refuses anything not ours. */
+    async deleteOrphan(input: { entry: string; host: string; name: string }): Promise<DeletedProxy> {
+      return mapped(async () => {
+        const { entry, links } = registry.host(input.entry, input.host);
+        return deleteProxy({
+          ownerUid: registry.ownerUid,
+          entry: input.entry,
+          name: input.name,
+          links,
+          pool: entry.storagePool,
+          shutdownGraceMs: 0,
+          rpcTimeoutMs: entry.timeouts.rpcMs,
+          signal: Context.current().cancellationSignal,
+        });
+      });
+    },
+  };
+}

@@ -1,0 +1,114 @@
+// Activities of the ensure-image workflow: joining it (start or signal, across workers), and the
+// fetch and upload itself, which heartbeats bytes and rate so a dead worker is noticed and the
+// retry (on any worker) starts over, replacing the half-written base as debris.
+import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
+import { ensureImage } from '../lib/kvm2/index.ts';
+import type { ImageProgress } from '../lib/kvm2/index.ts';
+import { IMAGE_JOIN_SIGNAL, IMAGE_PROGRESS_SIGNAL, IMAGE_STATUS_QUERY, IMAGE_WORKFLOW_TYPE } from '../shared/image.ts';
+import type { EnsuredBase, ImageJoin, ImageProgressSignal, ImageStatus, ImageWorkflowInput } from '../shared/image.ts';
+import { mapped } from './errors.ts';
+import type { HostRegistry } from './hosts.ts';
+
+/** How often waiters are told of upload progress, in ms. */
+export const PROGRESS_SIGNAL_INTERVAL_MS = 5_000;
+/** Heartbeats also go out on this beat when no progress arrives (lookups, verification). */
+const HEARTBEAT_BEAT_MS = 2_000;
+
+export function imageActivities(registry: HostRegistry, client: Client, taskQueue: string) {
+  return {
+    /**
+     * Starts the ensure-image workflow with a fixed ID, or joins the one running (signal-with-start),
+     * registering `waiter` to be told when the base is ready.
+     */
+    async joinImage(input: { workflowId: string; image: ImageWorkflowInput; waiter: string }): Promise<void> {
+      return mapped(async () => {
+        const join: ImageJoin = { waiter: input.waiter };
+        await client.workflow.signalWithStart(IMAGE_WORKFLOW_TYPE, {
+          workflowId: input.workflowId,
+          taskQueue,
+          args: [input.image],
+          signal: IMAGE_JOIN_SIGNAL,
+          signalArgs: [join],
+          staticSummary: `base image ${input.image.key} of ${input.image.entry} on ${input.image.host}`,
+        });
+      });
+    },
+
+    /** Ensures the base on the host: cached, or fetched, verified and published. Heartbeats progress. */
+    async ensureBaseImage(input: ImageWorkflowInput & { workflowId: string }): Promise<EnsuredBase> {
+      const ctx = Context.current();
+      let last: ImageProgress | undefined;
+      let lastSignalled = 0;
+      const beat = setInterval(() => ctx.heartbeat(last), HEARTBEAT_BEAT_MS);
+      const tellWaiters = async (p: ImageProgress): Promise<void> => {
+        const handle = client.workflow.getHandle(input.workflowId);
+        const status = await handle.query<ImageStatus>(IMAGE_STATUS_QUERY);
+        const signal: ImageProgressSignal = {
+          workflowId: input.workflowId,
+          bytes: p.bytes,
+          totalBytes: p.totalBytes,
+          bytesPerSecond: Math.round(p.bytesPerSecond),
+        };
+        await Promise.all(
+          status.waiters.map((w) =>
+            client.workflow
+              .getHandle(w)
+              .signal(IMAGE_PROGRESS_SIGNAL, signal)
+              .catch(() => undefined),
+          ),
+        );
+      };
+      try {
+        return await mapped(async () => {
+          const { entry, links } = registry.host(input.entry, input.host);
+          const image = entry.images[input.key];
+          if (!image) throw new Error(`entry ${input.entry} has no image ${input.key}`);
+          const t = entry.timeouts;
+          const ensured = await ensureImage({
+            entry: entry.name,
+            pool: entry.storagePool,
+            image: { key: input.key, url: image.url, sha256: image.sha256, format: image.format },
+            links,
+            timeouts: {
+              rpcMs: t.rpcMs,
+              downloadHeadersMs: t.downloadHeadersMs,
+              downloadBodyIdleMs: t.downloadBodyIdleMs,
+              downloadTotalMs: t.downloadTotalMs,
+            },
+            onProgress: (p) => {
+              last = p;
+              ctx.heartbeat(p);
+              const now = Date.now();
+              if (now - lastSignalled >= PROGRESS_SIGNAL_INTERVAL_MS || p.bytes === p.totalBytes) {
+                lastSignalled = now;
+                tellWaiters(p).catch((err: unknown) => {
+                  ctx.log.debug('progress signal failed', { err: String(err) });
+                });
+              }
+            },
+            signal: ctx.cancellationSignal,
+            logger: {
+              info: (o, m) => {
+                ctx.log.info(m, { ...o });
+              },
+              warn: (o, m) => {
+                ctx.log.warn(m, { ...o });
+              },
+            },
+          });
+          return {
+            volumeName: ensured.volumeName,
+            path: ensured.path,
+            format: ensured.format,
+            sizeBytes: ensured.sizeBytes,
+            sha256: ensured.sha256,
+            cached: ensured.cached,
+          };
+        });
+      } finally {
+        clearInterval(beat);
+      }
+    },
+  };
+}

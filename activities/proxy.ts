@@ -1,0 +1,203 @@
+// Activities of one proxy's life: thin calls from workflow input (plain JSON) into lib/kvm2, with
+// the entry's budgets, the activity's cancellation signal, and errors mapped by errors.ts.
+import { Context } from '@temporalio/activity';
+import { VmSchema, SquidSchema } from '../lib/config/schema.ts';
+import { formatPath } from '../lib/config/index.ts';
+import { checkIdentifier, createProxy, deleteProxy, getProxy, hostHealth, listProxies } from '../lib/kvm2/index.ts';
+import type { CreatedProxy, DeletedProxy } from '../lib/kvm2/index.ts';
+import { connectProbe } from '../lib/probe/connect.ts';
+import { errorKind, ProjectError } from '../lib/errors.ts';
+import type { HostSurvey } from '../shared/fleet.ts';
+import type { ProbeOutcome, ProxySpec, ResolvedProxy, VmReading } from '../shared/proxy.ts';
+import type { EnsuredBase } from '../shared/image.ts';
+import { mapped, ProxySpecError } from './errors.ts';
+import type { HostRegistry } from './hosts.ts';
+
+/** A proxy on a host: what every per-VM activity needs. */
+export interface PlacedProxy {
+  proxy: ResolvedProxy;
+  host: string;
+}
+
+export function proxyActivities(registry: HostRegistry) {
+  const identity = (p: ResolvedProxy) => ({ ownerUid: p.ownerUid, entry: p.entry, name: p.name });
+  const signal = (): AbortSignal => Context.current().cancellationSignal;
+
+  return {
+    /**
+     * Validates a proxy spec against the providers file and resolves every default. Fails at once
+     * (non-retryable `PROXY_SPEC_INVALID`, naming the field) on an unknown entry or image key, an
+     * invalid name, size or Squid override, or an owner UID of another installation.
+     */
+    async resolveProxy(spec: ProxySpec & { ownerUid?: string }): Promise<ResolvedProxy> {
+      return mapped(() => {
+        try {
+          checkIdentifier('name', spec.name);
+        } catch (err) {
+          throw new ProxySpecError('name', err instanceof Error ? err.message : String(err));
+        }
+        const entry = registry.entry(spec.entry);
+        if (!Object.hasOwn(entry.images, spec.imageKey)) {
+          const known = Object.keys(entry.images).join(', ');
+          throw new ProxySpecError(
+            'imageKey',
+            `entry ${entry.name} has no image ${JSON.stringify(spec.imageKey)} (known: ${known})`,
+          );
+        }
+        if (spec.ownerUid !== undefined && spec.ownerUid !== registry.ownerUid) {
+          throw new ProxySpecError(
+            'ownerUid',
+            `this installation's owner UID is ${registry.ownerUid}, not ${spec.ownerUid}; start the proxy on the installation that owns it`,
+          );
+        }
+        const vm = VmSchema.safeParse({ ...entry.vm, ...spec.vm });
+        if (!vm.success) {
+          const issue = vm.error.issues[0]!;
+          throw new ProxySpecError(`vm.${formatPath(issue.path)}`, issue.message);
+        }
+        const squid = SquidSchema.safeParse({ ...entry.squid, ...spec.squid });
+        if (!squid.success) {
+          const issue = squid.error.issues[0]!;
+          throw new ProxySpecError(`squid.${formatPath(issue.path)}`, issue.message);
+        }
+        const t = entry.timeouts;
+        return {
+          ownerUid: registry.ownerUid,
+          name: spec.name,
+          entry: entry.name,
+          imageKey: spec.imageKey,
+          hosts: entry.hosts.map((h) => ({ name: h.name, weight: h.weight })),
+          vm: vm.data,
+          squid: { port: squid.data.port, allowedClientCidrs: [...squid.data.allowedClientCidrs] },
+          timeouts: {
+            rpcMs: t.rpcMs,
+            bootMs: t.bootMs,
+            shutdownGraceMs: t.shutdownGraceMs,
+            downloadTotalMs: t.downloadTotalMs,
+          },
+          health: { ...entry.health },
+        };
+      });
+    },
+
+    /**
+     * Health of every host of `entry`, on each host's pooled link: reachable, round trip, versions,
+     * pool space and how many of our proxies it holds. An unreachable host is reported, not thrown.
+     */
+    async surveyHosts(input: { entry: string }): Promise<HostSurvey[]> {
+      return mapped(async () => {
+        const ownerUid = registry.ownerUid;
+        return Promise.all(
+          registry.hosts(input.entry).map(async ({ entry, host, links }): Promise<HostSurvey> => {
+            const base = { entry: entry.name, host: host.name, weight: host.weight };
+            try {
+              const call = { timeoutMs: entry.timeouts.rpcMs, signal: signal() };
+              const health = await links.call((c, budget) => hostHealth(c, entry.storagePool, budget), call);
+              const proxies = await listProxies(links, { entry: entry.name, ownerUid }, call);
+              return {
+                ...base,
+                reachable: true,
+                rttMs: health.rttMs,
+                libvirtVersion: health.libvirtVersion,
+                hypervisorVersion: health.hypervisorVersion,
+                poolAvailableBytes: health.pool.availableBytes,
+                poolCapacityBytes: health.pool.capacityBytes,
+                proxies: proxies.length,
+              };
+            } catch (err) {
+              if (signal().aborted) throw err;
+              return { ...base, reachable: false, error: describe(err) };
+            }
+          }),
+        );
+      });
+    },
+
+    /** Creates (or converges) the proxy's overlay, seed and domain on its host and starts it. */
+    async createProxyVm(input: PlacedProxy & { base: EnsuredBase; createdAt: string }): Promise<CreatedProxy> {
+      return mapped(async () => {
+        const { proxy } = input;
+        const { entry, links } = registry.host(proxy.entry, input.host);
+        return createProxy({
+          ...identity(proxy),
+          links,
+          pool: entry.storagePool,
+          network: entry.network,
+          domainType: entry.domainType,
+          vcpus: proxy.vm.vcpus,
+          memoryMiB: proxy.vm.memoryMiB,
+          diskGiB: proxy.vm.diskGiB,
+          base: { path: input.base.path, format: input.base.format },
+          squid: proxy.squid,
+          createdAt: input.createdAt,
+          rpcTimeoutMs: proxy.timeouts.rpcMs,
+          signal: signal(),
+        });
+      });
+    },
+
+    /** The VM's state and, while it runs, its address (no address yet is not an error: H3). */
+    async readProxyVm(input: PlacedProxy): Promise<VmReading> {
+      return mapped(async () => {
+        const { proxy } = input;
+        const { entry, links } = registry.host(proxy.entry, input.host);
+        const status = await getProxy({
+          ...identity(proxy),
+          links,
+          network: entry.network,
+          rpcTimeoutMs: proxy.timeouts.rpcMs,
+          signal: signal(),
+        });
+        return { state: status.state, ip: status.address?.ip, source: status.address?.source };
+      });
+    },
+
+    /**
+     * One health probe: a real CONNECT through the proxy's Squid to the entry's target, through the
+     * host's SSH connection (`direct-tcpip` to the guest), so NATed guests are probed the same way.
+     * A failing probe is a result (`ok: false` with the code), not an error.
+     */
+    async probeProxy(input: PlacedProxy & { ip: string }): Promise<ProbeOutcome> {
+      const { proxy } = input;
+      const target = proxy.health.target;
+      if (target === undefined) return { ok: false, code: 'PROBE_NO_TARGET', message: 'health.target is not set' };
+      const timeoutMs = proxy.health.probeTimeoutMs;
+      const ac = AbortSignal.any([signal(), AbortSignal.timeout(timeoutMs)]);
+      try {
+        const session = await registry.probeSession(proxy.entry, input.host, ac);
+        const channel = await session.openTcp(input.ip, proxy.squid.port, { timeoutMs, signal: ac });
+        const { latencyMs } = await connectProbe(channel, { target, timeoutMs, signal: ac });
+        return { ok: true, latencyMs: Math.round(latencyMs * 1000) / 1000 };
+      } catch (err) {
+        if (signal().aborted) throw signal().reason;
+        return {
+          ok: false,
+          code: err instanceof ProjectError ? err.code : 'PROBE_FAILED',
+          message: err instanceof Error ? err.message : String(err),
+        };
+      }
+    },
+
+    /** Deletes the proxy's domain, overlay and seed (NotFound counts as done; the base stays). */
+    async deleteProxyVm(input: PlacedProxy): Promise<DeletedProxy> {
+      return mapped(async () => {
+        const { proxy } = input;
+        const { entry, links } = registry.host(proxy.entry, input.host);
+        return deleteProxy({
+          ...identity(proxy),
+          links,
+          pool: entry.storagePool,
+          shutdownGraceMs: proxy.timeouts.shutdownGraceMs,
+          rpcTimeoutMs: proxy.timeouts.rpcMs,
+          signal: signal(),
+        });
+      });
+    },
+  };
+}
+
+/** `CODE: message` of any error, for reports. */
+export function describe(err: unknown): string {
+  const code = err instanceof ProjectError ? err.code : errorKind(err);
+  return `${code}: ${err instanceof Error ? err.message : String(err)}`;
+}

@@ -1,0 +1,51 @@
+// Plain-JSON results of the fleet-wide workflows (orphan GC, provider health) and the IDs of the
+// Temporal Schedules that run them.
+
+export const GC_WORKFLOW_TYPE = 'orphanGcWorkflow';
+export const HEALTH_WORKFLOW_TYPE = 'providerHealthWorkflow';
+/** Schedule IDs the worker creates (or updates) at start-up. */
+export const GC_SCHEDULE_ID = 'egress-proxies-orphan-gc';
+export const HEALTH_SCHEDULE_ID = 'egress-proxies-provider-health';
+/** Query name both fleet workflows answer with their result so far. */
+export const FLEET_RESULT_QUERY = 'result';
+
+/** One host as seen by a health survey (placement and the provider-health schedule). */
+export interface HostSurvey {
+  entry: string;
+  host: string;
+  weight: number;
+  reachable: boolean;
+  /** Round trip of a trivial libvirt call, in ms. */
+  rttMs?: number;
+  libvirtVersion?: string;
+  hypervisorVersion?: string;
+  poolAvailableBytes?: number;
+  poolCapacityBytes?: number;
+  /** Domains carrying this installation's mark for the entry. */
+  proxies?: number;
+  /** Why the host is unreachable: `code: message`. */
+  error?: string;
+}
+
+export interface ProviderHealthResult {
+  /** RFC 3339 time the survey was taken (workflow time). */
+  at: string;
+  entries: { entry: string; ready: number; total: number; hosts: HostSurvey[] }[];
+}
+
+export interface GcHostResult {
+  entry: string;
+  host: string;
+  /** Domains kept: their proxy's workflow is open, or they are younger than the minimum age. */
+  kept: string[];
+  deleted: string[];
+  /** Domains the adoption guard refused (should not happen: listing filters by mark). */
+  refused: string[];
+  error?: string;
+}
+
+export interface GcResult {
+  at: string;
+  minAgeMs: number;
+  hosts: GcHostResult[];
+}

@@ -1,0 +1,179 @@
+// The proxy lifecycle workflow's contract with its clients (API, CLI, tests): workflow ID, input,
+// the state it reports, and the names of its query and updates. Plain JSON and constants only:
+// workflows, activities and clients all import this file.
+
+/** Workflow type of the proxy lifecycle (its exported function name). */
+export const PROXY_WORKFLOW_TYPE = 'proxyLifecycle';
+/** Name of the `status` query. */
+export const PROXY_STATUS_QUERY = 'status';
+/** Name of the `delete` update: returns once the deletion is accepted. */
+export const PROXY_DELETE_UPDATE = 'delete';
+/** Name of the `resize` update: waits until Running, then applies the size with a restart. */
+export const PROXY_RESIZE_UPDATE = 'resize';
+
+/** The workflow ID of a proxy: one workflow per (provider entry, proxy name). */
+export function proxyWorkflowId(entry: string, name: string): string {
+  return `proxy/${entry}/${name}`;
+}
+
+export type ProxyState =
+  'Pending' | 'WaitingForCapacity' | 'Provisioning' | 'Booting' | 'Running' | 'Deleting' | 'Deleted' | 'Failed';
+
+/** A VM size; omitted fields take the provider entry's `vm` settings. */
+export interface VmSize {
+  vcpus?: number;
+  memoryMiB?: number;
+  diskGiB?: number;
+}
+
+/** Squid overrides; omitted fields take the provider entry's `squid` settings. */
+export interface SquidOverrides {
+  port?: number;
+  allowedClientCidrs?: string[];
+}
+
+/** What a client passes to start a proxy. */
+export interface ProxySpec {
+  /** Proxy name: a lowercase identifier, unique within the entry (also the guest's hostname). */
+  name: string;
+  /** Provider entry (from the providers file). */
+  entry: string;
+  /** Image key within the entry's `images`. */
+  imageKey: string;
+  vm?: VmSize;
+  squid?: SquidOverrides;
+}
+
+export type ConditionStatus = 'True' | 'False' | 'Unknown';
+
+/** One condition (Kubernetes style): its status, why, and when it last changed. */
+export interface Condition {
+  status: ConditionStatus;
+  reason: string;
+  message?: string;
+  /** RFC 3339 time of the last status change. */
+  since: string;
+}
+
+/** The conditions a proxy reports. */
+export interface ProxyConditions {
+  /** The VM runs (libvirt state running). */
+  VmRunning: Condition;
+  /** An IPv4 address was read for the VM (kept through short agent outages: H3). */
+  AddressAssigned: Condition;
+  /** CONNECT probes through the proxy's Squid pass (with hysteresis). */
+  Healthy: Condition;
+}
+
+export interface HealthCounters {
+  /** Consecutive passing probes (reset by a failure). */
+  consecutiveOk: number;
+  /** Consecutive failing probes (reset by a pass). */
+  consecutiveFailed: number;
+  totalOk: number;
+  totalFailed: number;
+  /** Latency of the last passing probe, in ms. */
+  lastLatencyMs?: number;
+  /** RFC 3339 time of the last probe. */
+  lastProbeAt?: string;
+  /** The last failing probe's error code and message. */
+  lastError?: string;
+}
+
+export interface ProxyError {
+  /** `Transient`, `Permanent` or `NotFound`, from the error table (docs/errors.md). */
+  kind: string;
+  /** The error's stable code (docs/errors.md). */
+  code: string;
+  message: string;
+  /** RFC 3339 time. */
+  at: string;
+}
+
+/** Image progress while the base is being uploaded to the proxy's host. */
+export interface ImageProgressStatus {
+  /** The ensure-image workflow this proxy waits on. */
+  workflowId: string;
+  bytes: number;
+  totalBytes: number;
+  bytesPerSecond: number;
+}
+
+/** What the `status` query returns. */
+export interface ProxyStatus {
+  name: string;
+  entry: string;
+  imageKey: string;
+  state: ProxyState;
+  /** The host the proxy was placed on (kept across retries and recreation). */
+  host?: string;
+  /** The guest's IPv4 address (the last one read, held through short agent outages). */
+  ip?: string;
+  /** Squid's port on the guest. */
+  port: number;
+  vm: Required<VmSize>;
+  conditions: ProxyConditions;
+  health: HealthCounters;
+  /** Why the proxy waits, failed or was recreated, in words. */
+  reason?: string;
+  lastError?: ProxyError;
+  image?: ImageProgressStatus;
+  /** How often the VM was recreated after disappearing or failing under a Running proxy. */
+  recreations: number;
+  /** The console log's last lines, when boot failed. */
+  consoleTail?: string[];
+  /** RFC 3339 times. */
+  createdAt: string;
+  updatedAt: string;
+  runningSince?: string;
+  deletedAt?: string;
+}
+
+/** Result of the `delete` update: the deletion is accepted (the workflow completes once it is done). */
+export interface DeleteAccepted {
+  accepted: true;
+  /** The state the proxy was in when the deletion was accepted. */
+  fromState: ProxyState;
+}
+
+/** What the proxy workflow returns when it completes. */
+export interface ProxyOutcome {
+  state: 'Deleted' | 'Failed';
+  host?: string;
+  reason?: string;
+  /** What the final delete removed ('deleted') or found gone ('absent'). */
+  deleted?: { domain: string; overlay: string; seed: string };
+}
+
+/** A proxy spec resolved against the providers file on the worker (recorded in the history). */
+export interface ResolvedProxy {
+  ownerUid: string;
+  name: string;
+  entry: string;
+  imageKey: string;
+  hosts: { name: string; weight: number }[];
+  vm: Required<VmSize>;
+  squid: { port: number; allowedClientCidrs: string[] };
+  timeouts: { rpcMs: number; bootMs: number; shutdownGraceMs: number; downloadTotalMs: number };
+  health: {
+    target?: string;
+    intervalMs: number;
+    probeTimeoutMs: number;
+    healthyAfter: number;
+    unhealthyAfter: number;
+    addressGracePolls: number;
+    maxRecreations: number;
+  };
+}
+
+/** One read of the VM (activity `readProxyVm`). */
+export interface VmReading {
+  state: 'Provisioning' | 'Running' | 'Stopped' | 'Failed' | 'Missing';
+  /** The IPv4 address read, if any (undefined: no address yet). */
+  ip?: string;
+  /** Which source gave it. */
+  source?: string;
+}
+
+/** One health probe's outcome (activity `probeProxy`); failures are data, not errors. */
+export type ProbeOutcome = { ok: true; latencyMs: number } | { ok: false; code: string; message: string };

@@ -1,0 +1,54 @@
+// The Temporal Schedules of the fleet workflows (orphan GC, provider health): created when
+// missing, updated to the providers file's intervals when present. Idempotent; any worker may run it.
+import { ScheduleAlreadyRunning } from '@temporalio/client';
+import type { Client, ScheduleOptions } from '@temporalio/client';
+import type { ProvidersConfig } from '../lib/config/index.ts';
+import { GC_SCHEDULE_ID, GC_WORKFLOW_TYPE, HEALTH_SCHEDULE_ID, HEALTH_WORKFLOW_TYPE } from '../shared/fleet.ts';
+
+export function fleetSchedules(config: ProvidersConfig, taskQueue: string): ScheduleOptions[] {
+  return [
+    {
+      scheduleId: GC_SCHEDULE_ID,
+      spec: { intervals: [{ every: config.gc.intervalMs }] },
+      action: {
+        type: 'startWorkflow',
+        workflowType: GC_WORKFLOW_TYPE,
+        workflowId: 'fleet/orphan-gc',
+        taskQueue,
+        args: [{ minAgeMs: config.gc.minAgeMs }],
+        staticSummary: 'orphan GC: marked domains of ours without an open proxy workflow',
+      },
+      policies: { overlap: 'SKIP' },
+    },
+    {
+      scheduleId: HEALTH_SCHEDULE_ID,
+      spec: { intervals: [{ every: config.hostHealthIntervalMs }] },
+      action: {
+        type: 'startWorkflow',
+        workflowType: HEALTH_WORKFLOW_TYPE,
+        workflowId: 'fleet/provider-health',
+        taskQueue,
+        args: [],
+        staticSummary: 'provider health: every host of every entry',
+      },
+      policies: { overlap: 'SKIP' },
+    },
+  ];
+}
+
+/** Creates each schedule, or brings an existing one to the same spec and action. */
+export async function ensureSchedules(client: Client, config: ProvidersConfig, taskQueue: string): Promise<void> {
+  for (const options of fleetSchedules(config, taskQueue)) {
+    try {
+      await client.schedule.create(options);
+    } catch (err) {
+      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+      await client.schedule.getHandle(options.scheduleId).update((prev) => ({
+        ...prev,
+        spec: options.spec,
+        action: options.action,
+        policies: { ...prev.policies, ...options.policies },
+      }));
+    }
+  }
+}

@@ -1,0 +1,68 @@
+// The fleet-wide workflows, each run by a Temporal Schedule the worker keeps in place: orphan GC
+// (our marked domains whose proxy has no open workflow and that are older than the minimum age)
+// and provider health (every host's survey, which operators and placement read).
+import { defineQuery, proxyActivities, setHandler } from '@temporalio/workflow';
+import type { Activities } from '../activities/index.ts';
+import { FLEET_RESULT_QUERY } from '../shared/fleet.ts';
+import type { GcHostResult, GcResult, ProviderHealthResult } from '../shared/fleet.ts';
+import { QUICK_ACTIVITY, RPC_ACTIVITY } from './activity-options.ts';
+import { failureInfo } from './failures.ts';
+
+const quick = proxyActivities<Activities>(QUICK_ACTIVITY);
+const rpc = proxyActivities<Activities>(RPC_ACTIVITY);
+
+export const gcResultQuery = defineQuery<GcResult>(FLEET_RESULT_QUERY);
+export const healthResultQuery = defineQuery<ProviderHealthResult>(FLEET_RESULT_QUERY);
+
+/**
+ * Deletes orphans on every host of every entry: domains with this installation's mark whose
+ * proxy workflow is not open and whose mark is older than `minAgeMs`. Never touches unmarked
+ * domains, other owners' or other entries' (listing filters by mark; the delete re-checks it).
+ */
+export async function orphanGcWorkflow(input: { minAgeMs: number }): Promise<GcResult> {
+  const result: GcResult = { at: new Date().toISOString(), minAgeMs: input.minAgeMs, hosts: [] };
+  setHandler(gcResultQuery, () => result);
+  for (const { entry, host } of await quick.listHosts()) {
+    const r: GcHostResult = { entry, host, kept: [], deleted: [], refused: [] };
+    result.hosts.push(r);
+    try {
+      for (const d of await rpc.listMarkedDomains({ entry, host })) {
+        const age = Date.now() - Date.parse(d.createdAt);
+        if (!(age >= input.minAgeMs) || (await quick.proxyWorkflowOpen({ entry, name: d.proxyName }))) {
+          r.kept.push(d.domain);
+          continue;
+        }
+        try {
+          await rpc.deleteOrphan({ entry, host, name: d.proxyName });
+          r.deleted.push(d.domain);
+        } catch (err) {
+          const f = failureInfo(err);
+          if (f.code === 'KVM2_ADOPTION_REFUSED') r.refused.push(d.domain);
+          else throw err;
+        }
+      }
+    } catch (err) {
+      const f = failureInfo(err);
+      r.error = `${f.code}: ${f.message}`;
+    }
+  }
+  return result;
+}
+
+/** Surveys every host of every entry: Ready n/m, reachability, latency, versions, pool space. */
+export async function providerHealthWorkflow(): Promise<ProviderHealthResult> {
+  const result: ProviderHealthResult = { at: new Date().toISOString(), entries: [] };
+  setHandler(healthResultQuery, () => result);
+  const hosts = await quick.listHosts();
+  const entries = [...new Set(hosts.map((h) => h.entry))];
+  for (const entry of entries) {
+    const survey = await rpc.surveyHosts({ entry });
+    result.entries.push({
+      entry,
+      ready: survey.filter((s) => s.reachable).length,
+      total: survey.length,
+      hosts: survey,
+    });
+  }
+  return result;
+}

@@ -1,0 +1,409 @@
+// The proxy lifecycle: one workflow per proxy (`proxy/<entry>/<name>`), the store of record of
+// its state. Pending → (WaitingForCapacity) → Provisioning → Booting → Running (health loop) →
+// Deleting → Deleted; Failed on a permanent error or a boot timeout, after compensation. Deleting
+// or cancelling at any point aborts the work in flight and cleans up in a non-cancellable scope.
+import {
+  ApplicationFailure,
+  CancellationScope,
+  CancelledFailure,
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  defineUpdate,
+  getExternalWorkflowHandle,
+  isCancellation,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  sleep,
+  upsertMemo,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities/index.ts';
+import { IMAGE_LEAVE_SIGNAL, IMAGE_PROGRESS_SIGNAL, IMAGE_READY_SIGNAL, imageWorkflowId } from '../shared/image.ts';
+import type { EnsuredBase, ImageJoin, ImageProgressSignal, ImageResult } from '../shared/image.ts';
+import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY } from '../shared/proxy.ts';
+import type {
+  DeleteAccepted,
+  ProxyOutcome,
+  ProxySpec,
+  ProxyState,
+  ProxyStatus,
+  ResolvedProxy,
+} from '../shared/proxy.ts';
+import { CLEANUP_ACTIVITY, POLL_ACTIVITY, PROBE_ACTIVITY, RPC_ACTIVITY } from './activity-options.ts';
+import { failureInfo } from './failures.ts';
+import { upsertProxySearchAttributes } from './search-attributes.ts';
+import {
+  applyAddress,
+  applyProbe,
+  capacityBackoffMs,
+  initialStatus,
+  pickHost,
+  setCondition,
+  withResolved,
+} from './proxy-state.ts';
+
+const rpc = proxyActivities<Activities>(RPC_ACTIVITY);
+const poll = proxyActivities<Activities>(POLL_ACTIVITY);
+const probe = proxyActivities<Activities>(PROBE_ACTIVITY);
+const cleanup = proxyActivities<Activities>(CLEANUP_ACTIVITY);
+
+export const statusQuery = defineQuery<ProxyStatus>(PROXY_STATUS_QUERY);
+export const deleteUpdate = defineUpdate<DeleteAccepted>(PROXY_DELETE_UPDATE);
+export const imageReadySignal = defineSignal<[ImageResult]>(IMAGE_READY_SIGNAL);
+export const imageProgressSignal = defineSignal<[ImageProgressSignal]>(IMAGE_PROGRESS_SIGNAL);
+const imageLeaveSignal = defineSignal<[ImageJoin]>(IMAGE_LEAVE_SIGNAL);
+
+/** What a run carries into the next one over continue-as-new. */
+export interface CarriedProxy {
+  resolved: ResolvedProxy;
+  status: ProxyStatus;
+  missedPolls: number;
+  /** Workflow time (ms) the VM was last started; bounds the wait for a first address. */
+  startedAtMs?: number;
+  /** An address was read since the VM was last started. */
+  addressedOnce: boolean;
+}
+
+export interface ProxyWorkflowInput extends ProxySpec {
+  /** The installation's owner UID; checked against the worker's providers file when given. */
+  ownerUid?: string;
+  /** Continue-as-new after this many health polls (default: when the server suggests it). */
+  continueAsNewAfterPolls?: number;
+  /** Set by the previous run on continue-as-new; clients leave it unset. */
+  carried?: CarriedProxy;
+}
+
+/** A permanent failure of the lifecycle: the proxy ends Failed with this reason. */
+class ProxyFailed extends Error {
+  readonly code: string;
+  constructor(code: string, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** The lifecycle must wait for capacity (pool too small, no reachable host). */
+class NeedCapacity extends Error {}
+
+const CAPACITY_CODE = 'KVM2_INSUFFICIENT_CAPACITY';
+
+export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOutcome> {
+  const nowIso = (): string => new Date().toISOString(); // workflow time: replay-safe
+  const waiterId = workflowInfo().workflowId;
+  let st: ProxyStatus = input.carried?.status ?? initialStatus(input, nowIso());
+  let resolved: ResolvedProxy | undefined = input.carried?.resolved;
+  let missedPolls = input.carried?.missedPolls ?? 0;
+  let startedAtMs = input.carried?.startedAtMs;
+  let addressedOnce = input.carried?.addressedOnce ?? false;
+  let deleteRequested = false;
+  /** The lifecycle's scope: the delete update cancels it, aborting the work in flight. */
+  const main = new CancellationScope();
+  let imageResult: ImageResult | undefined;
+  let waitingOnImage: string | undefined;
+  let mayHaveCreated = st.host !== undefined && st.state !== 'Pending' && st.state !== 'WaitingForCapacity';
+
+  const publish = (): void => {
+    st = { ...st, updatedAt: nowIso() };
+    upsertProxySearchAttributes(st);
+    upsertMemo({ proxy: st.name, entry: st.entry, host: st.host ?? null, ip: st.ip ?? null });
+    setCurrentDetails(
+      `**${st.state}** · proxy \`${st.name}\` · entry \`${st.entry}\` · host \`${st.host ?? '-'}\` · ` +
+        `ip \`${st.ip ?? '-'}\` · Healthy ${st.conditions.Healthy.status}${st.reason ? ` · ${st.reason}` : ''}`,
+    );
+  };
+  const setState = (state: ProxyState, reason?: string): void => {
+    if (st.state === state && st.reason === reason) return;
+    st = { ...st, state, reason };
+    publish();
+  };
+  const recordError = (err: unknown): void => {
+    const f = failureInfo(err);
+    st = { ...st, lastError: { kind: f.kind, code: f.code, message: f.message, at: nowIso() } };
+  };
+
+  setHandler(statusQuery, () => st);
+  setHandler(imageReadySignal, (r) => {
+    imageResult = r;
+  });
+  setHandler(imageProgressSignal, (p) => {
+    if (waitingOnImage === p.workflowId) {
+      st = {
+        ...st,
+        image: { workflowId: p.workflowId, bytes: p.bytes, totalBytes: p.totalBytes, bytesPerSecond: p.bytesPerSecond },
+      };
+    }
+  });
+  setHandler(
+    deleteUpdate,
+    () => {
+      const fromState = st.state;
+      deleteRequested = true;
+      main.cancel();
+      return { accepted: true, fromState } satisfies DeleteAccepted;
+    },
+    {
+      validator: () => {
+        if (st.state === 'Deleted' || st.state === 'Failed') throw new Error(`the proxy is already ${st.state}`);
+      },
+    },
+  );
+
+  publish();
+
+  // ---- the phases --------------------------------------------------------------------------
+
+  const resolve = async (): Promise<ResolvedProxy> => {
+    try {
+      return await rpc.resolveProxy({
+        name: input.name,
+        entry: input.entry,
+        imageKey: input.imageKey,
+        vm: input.vm,
+        squid: input.squid,
+        ownerUid: input.ownerUid,
+      });
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      const f = failureInfo(err);
+      throw new ProxyFailed(f.code, f.message);
+    }
+  };
+
+  const place = async (r: ResolvedProxy): Promise<string> => {
+    for (let attempt = 0; ; attempt++) {
+      const survey = await rpc.surveyHosts({ entry: r.entry });
+      const pick = pickHost(survey);
+      if (pick.host !== undefined) return pick.host;
+      setState('WaitingForCapacity', pick.reason);
+      await sleep(capacityBackoffMs(attempt));
+    }
+  };
+
+  const ensureBase = async (r: ResolvedProxy, host: string): Promise<EnsuredBase> => {
+    const workflowId = imageWorkflowId(host, r.entry, r.imageKey);
+    for (let attempt = 0; attempt < 3; attempt++) {
+      imageResult = undefined;
+      waitingOnImage = workflowId;
+      st = { ...st, image: { workflowId, bytes: 0, totalBytes: 0, bytesPerSecond: 0 } };
+      try {
+        await rpc.joinImage({
+          workflowId,
+          image: { entry: r.entry, host, key: r.imageKey, attemptTimeoutMs: r.timeouts.downloadTotalMs + 60_000 },
+          waiter: waiterId,
+        });
+        const ready = await condition(() => imageResult !== undefined, r.timeouts.downloadTotalMs + 600_000);
+        if (!ready) continue;
+      } finally {
+        waitingOnImage = imageResult === undefined ? workflowId : undefined;
+        if (imageResult !== undefined) st = { ...st, image: undefined };
+      }
+      const result = imageResult!;
+      if (result.ok) return result.base;
+      st = { ...st, lastError: { kind: result.kind, code: result.code, message: result.message, at: nowIso() } };
+      if (result.code === CAPACITY_CODE) throw new NeedCapacity(result.message);
+      if (result.kind !== 'Transient') throw new ProxyFailed(result.code, result.message);
+    }
+    throw new ProxyFailed('IMAGE_UNAVAILABLE', `the base image ${r.imageKey} was not ready after 3 attempts`);
+  };
+
+  /** Creates (or converges) the VM on `host` and waits until libvirt runs it. */
+  const createAndBoot = async (r: ResolvedProxy, host: string, base: EnsuredBase): Promise<void> => {
+    mayHaveCreated = true;
+    try {
+      await rpc.createProxyVm({ proxy: r, host, base, createdAt: st.createdAt });
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      recordError(err);
+      const f = failureInfo(err);
+      if (f.code === CAPACITY_CODE) throw new NeedCapacity(f.message);
+      throw new ProxyFailed(f.code, f.message);
+    }
+    startedAtMs = Date.now();
+    setState('Booting');
+    const deadline = startedAtMs + r.timeouts.bootMs;
+    for (;;) {
+      const reading = await poll.readProxyVm({ proxy: r, host }).catch((err: unknown) => {
+        if (isCancellation(err)) throw err;
+        recordError(err);
+        return undefined;
+      });
+      if (reading?.state === 'Running') {
+        st = {
+          ...st,
+          conditions: {
+            ...st.conditions,
+            VmRunning: setCondition(st.conditions.VmRunning, 'True', 'Running', nowIso()),
+          },
+        };
+        return;
+      }
+      if (Date.now() >= deadline) {
+        throw new ProxyFailed('BOOT_TIMEOUT', `the VM did not run within bootMs (${r.timeouts.bootMs} ms)`);
+      }
+      await sleep(Math.min(2_000, r.health.intervalMs));
+    }
+  };
+
+  const provision = async (r: ResolvedProxy): Promise<void> => {
+    for (let attempt = 0; ; attempt++) {
+      if (st.host === undefined) {
+        const host = await place(r);
+        st = { ...st, host };
+      }
+      setState('Provisioning');
+      try {
+        const base = await ensureBase(r, st.host!);
+        await createAndBoot(r, st.host!, base);
+        return;
+      } catch (err) {
+        if (!(err instanceof NeedCapacity)) throw err;
+        await compensate(r);
+        st = { ...st, host: undefined };
+        setState('WaitingForCapacity', err.message);
+        await sleep(capacityBackoffMs(attempt));
+      }
+    }
+  };
+
+  /** Removes whatever a failed create left (domain, overlay, seed); the base stays. */
+  const compensate = async (r: ResolvedProxy): Promise<void> => {
+    if (!mayHaveCreated || st.host === undefined) return;
+    await CancellationScope.nonCancellable(() => cleanup.deleteProxyVm({ proxy: r, host: st.host! }));
+    mayHaveCreated = false;
+  };
+
+  const run = async (r: ResolvedProxy): Promise<void> => {
+    setState('Running');
+    st = { ...st, runningSince: st.runningSince ?? nowIso() };
+    publish();
+    for (let polls = 1; ; polls++) {
+      const host = st.host!;
+      let reading;
+      try {
+        reading = await poll.readProxyVm({ proxy: r, host });
+      } catch (err) {
+        if (isCancellation(err)) throw err;
+        recordError(err);
+      }
+      const at = nowIso();
+      if (reading && (reading.state === 'Missing' || reading.state === 'Failed' || reading.state === 'Stopped')) {
+        if (st.recreations >= r.health.maxRecreations) {
+          throw new ProxyFailed(
+            'VM_LOST',
+            `the VM was ${reading.state} ${st.recreations + 1} times; maxRecreations is ${r.health.maxRecreations}`,
+          );
+        }
+        st = {
+          ...st,
+          recreations: st.recreations + 1,
+          ip: undefined,
+          conditions: {
+            VmRunning: setCondition(st.conditions.VmRunning, 'False', reading.state, at),
+            AddressAssigned: setCondition(st.conditions.AddressAssigned, 'False', 'Recreating', at),
+            Healthy: setCondition(st.conditions.Healthy, 'False', 'Recreating', at),
+          },
+          health: { ...st.health, consecutiveOk: 0 },
+        };
+        setState('Provisioning', `the VM was ${reading.state}; recreating it on ${host}`);
+        const base = await ensureBase(r, host);
+        await createAndBoot(r, host, base);
+        setState('Running');
+        missedPolls = 0;
+        addressedOnce = false;
+        continue;
+      }
+      const why = reading ? `no address read (VM ${reading.state})` : 'the VM could not be read';
+      const folded = applyAddress(st, missedPolls, reading?.ip, r.health.addressGracePolls, at, why);
+      st = folded.status;
+      missedPolls = folded.missedPolls;
+      if (st.ip !== undefined) addressedOnce = true;
+      else if (!addressedOnce && startedAtMs !== undefined && Date.now() - startedAtMs > r.timeouts.bootMs) {
+        throw new ProxyFailed('BOOT_TIMEOUT', `no address was read within bootMs (${r.timeouts.bootMs} ms)`);
+      }
+      if (st.ip !== undefined && r.health.target !== undefined) {
+        const outcome = await probe.probeProxy({ proxy: r, host, ip: st.ip });
+        st = applyProbe(st, outcome, r.health, nowIso());
+      }
+      publish();
+      const limit = input.continueAsNewAfterPolls;
+      if (workflowInfo().continueAsNewSuggested || (limit !== undefined && polls >= limit)) {
+        await condition(allHandlersFinished);
+        await continueAsNew<typeof proxyLifecycle>({
+          ...input,
+          carried: { resolved: r, status: st, missedPolls, startedAtMs, addressedOnce },
+        });
+      }
+      await sleep(r.health.intervalMs);
+    }
+  };
+
+  // ---- the run -----------------------------------------------------------------------------
+
+  let failed: ProxyFailed | undefined;
+  try {
+    await main.run(async () => {
+      if (resolved === undefined) {
+        resolved = await resolve();
+        st = withResolved(st, resolved);
+      }
+      if (st.state !== 'Running') await provision(resolved);
+      await run(resolved);
+    });
+  } catch (err) {
+    if (err instanceof ProxyFailed) failed = err;
+    else if (!isCancellation(err)) throw err;
+  }
+
+  // Deleted, cancelled or failed: clean up without being cancelled ourselves.
+  const cancelled = !deleteRequested && failed === undefined;
+  const outcome = await CancellationScope.nonCancellable(async (): Promise<ProxyOutcome> => {
+    if (waitingOnImage !== undefined) {
+      await getExternalWorkflowHandle(waitingOnImage)
+        .signal(imageLeaveSignal, { waiter: waiterId })
+        .catch(() => undefined);
+      waitingOnImage = undefined;
+    }
+    if (failed !== undefined) {
+      st = {
+        ...st,
+        lastError: st.lastError ?? { kind: 'Permanent', code: failed.code, message: failed.message, at: nowIso() },
+      };
+      if (resolved !== undefined) await compensate(resolved);
+      setState('Failed', failed.message);
+      return { state: 'Failed', host: st.host, reason: failed.message };
+    }
+    setState('Deleting', cancelled ? 'the workflow was cancelled' : 'delete requested');
+    let deleted;
+    if (resolved !== undefined && st.host !== undefined && mayHaveCreated) {
+      deleted = await cleanup.deleteProxyVm({ proxy: resolved, host: st.host });
+    }
+    st = {
+      ...st,
+      ip: undefined,
+      deletedAt: nowIso(),
+      conditions: {
+        VmRunning: setCondition(st.conditions.VmRunning, 'False', 'Deleted', nowIso()),
+        AddressAssigned: setCondition(st.conditions.AddressAssigned, 'False', 'Deleted', nowIso()),
+        Healthy: setCondition(st.conditions.Healthy, 'False', 'Deleted', nowIso()),
+      },
+    };
+    setState('Deleted');
+    return { state: 'Deleted', host: st.host, deleted };
+  });
+  await condition(allHandlersFinished);
+  if (failed !== undefined) {
+    throw ApplicationFailure.create({
+      type: failed.code,
+      message: `proxy ${input.name} failed: ${failed.message}`,
+      nonRetryable: true,
+      details: [outcome],
+    });
+  }
+  // Cancelled from outside (not deleted): end Cancelled, after the cleanup above.
+  if (cancelled) throw new CancelledFailure(`proxy ${input.name} was cancelled; its VM was deleted`);
+  return outcome;
+}
