@@ -1,0 +1,174 @@
+/**
+ * A fleet for workflow integration tests: a providers file over the local test hosts (an entry
+ * of its own per test run, so runs never share base images or proxies), and in-process workers
+ * that run the real workflows and activities on the dev server.
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Client } from '@temporalio/client';
+import type { NativeConnection } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
+import { stringify } from 'yaml';
+import { createActivities } from '../../activities/index.ts';
+import { HostRegistry } from '../../activities/hosts.ts';
+import { parseProvidersYaml } from '../../lib/config/index.ts';
+import type { ProvidersConfig } from '../../lib/config/index.ts';
+import type { TestHost } from './testhosts.ts';
+import { PROJECT_ROOT, WORKFLOWS_PATH, withTimeout } from './temporal.ts';
+
+export interface FleetEntryOptions {
+  entry: string;
+  ownerUid: string;
+  hosts: TestHost[];
+  images: Record<string, { url: string; sha256?: string }>;
+  health?: Record<string, unknown>;
+  timeouts?: Record<string, number>;
+}
+
+/** A providers config (validated by the real loader) with one entry over `hosts`. */
+export function fleetConfig(o: FleetEntryOptions): ProvidersConfig {
+  const first = o.hosts[0]!;
+  const doc = {
+    ownerUid: o.ownerUid,
+    providers: [
+      {
+        name: o.entry,
+        type: 'kvm2',
+        hosts: o.hosts.map((h) => ({
+          name: h.name,
+          address: h.address,
+          port: h.port,
+          user: h.user,
+          keyFile: h.keyPath,
+          knownHostsFile: h.knownHostsPath,
+          socketPath: h.socketPath,
+        })),
+        storagePool: first.pool,
+        network: first.network,
+        domainType: first.domainType,
+        vm: { vcpus: 1, memoryMiB: 128, diskGiB: 1 },
+        images: Object.fromEntries(
+          Object.entries(o.images).map(([k, v]) => [
+            k,
+            { url: v.url, format: 'qcow2', ...(v.sha256 ? { sha256: v.sha256 } : {}) },
+          ]),
+        ),
+        squid: { port: 3128, allowedClientCidrs: [String(first['networkCidr'])] },
+        timeouts: { rpcMs: 20_000, downloadBodyIdleMs: 10_000, downloadTotalMs: 120_000, ...o.timeouts },
+        health: { intervalMs: 1000, ...o.health },
+      },
+    ],
+  };
+  return parseProvidersYaml(stringify(doc), `${o.entry}.yaml`);
+}
+
+export interface RunningWorker {
+  worker: Worker;
+  registry: HostRegistry;
+  /** Resolves when the worker stopped. */
+  done: Promise<void>;
+  stop(): Promise<void>;
+}
+
+/** Starts a worker with the real activities on `taskQueue`; `stop()` shuts it down and closes its links. */
+export async function startFleetWorker(
+  connection: NativeConnection,
+  client: Client,
+  config: ProvidersConfig,
+  taskQueue: string,
+): Promise<RunningWorker> {
+  const registry = new HostRegistry(config);
+  const worker = await Worker.create({
+    connection,
+    taskQueue,
+    workflowsPath: WORKFLOWS_PATH,
+    activities: createActivities({ registry, client, taskQueue }),
+    shutdownGraceTime: '5 seconds',
+  });
+  const done = worker.run().finally(() => registry.close());
+  return {
+    worker,
+    registry,
+    done,
+    stop: async () => {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await done;
+    },
+  };
+}
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  /** Every line the worker printed (JSON logs). */
+  lines: string[];
+  /** SIGKILL: no shutdown, activities in flight are lost (their heartbeats stop). */
+  kill(): Promise<void>;
+  /** SIGTERM and wait for exit (bounded). */
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs `node workers/worker.ts` as a process of its own on `taskQueue` with the providers file at
+ * `providersFile`, and resolves once it logs "worker running" (bounded by `readyTimeoutMs`).
+ */
+export async function spawnWorker(
+  providersFile: string,
+  taskQueue: string,
+  readyTimeoutMs = 60_000,
+): Promise<WorkerProcess> {
+  const child = spawn(
+    process.execPath,
+    [
+      join(PROJECT_ROOT, 'workers/worker.ts'),
+      '--providers',
+      providersFile,
+      '--task-queue',
+      taskQueue,
+      '--no-schedules',
+    ],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } },
+  );
+  const lines: string[] = [];
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const ready = new Promise<void>((resolve, reject) => {
+    const onLine = (line: string): void => {
+      lines.push(line);
+      if (line.includes('"worker running"')) resolve();
+    };
+    createInterface({ input: child.stdout }).on('line', onLine);
+    createInterface({ input: child.stderr }).on('line', onLine);
+    void exited.then(() => reject(new Error(`the worker exited before it ran:\n${lines.slice(-20).join('\n')}`)));
+  });
+  const waitExit = async (what: string): Promise<void> => {
+    await withTimeout(exited, 30_000, what);
+  };
+  const proc: WorkerProcess = {
+    child,
+    lines,
+    kill: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      await waitExit('the killed worker to exit');
+    },
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+      await waitExit('the worker to stop');
+    },
+  };
+  try {
+    await withTimeout(ready, readyTimeoutMs, 'the worker process to start');
+  } catch (err) {
+    await proc.kill();
+    throw err;
+  }
+  return proc;
+}
+
+/** Writes `config` as a providers file in `dir` (YAML is a superset of JSON). */
+export async function writeProvidersFile(dir: string, config: ProvidersConfig): Promise<string> {
+  const file = join(dir, `providers-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}.yaml`);
+  await writeFile(file, JSON.stringify(config, null, 2));
+  return file;
+}
