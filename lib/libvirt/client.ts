@@ -10,10 +10,10 @@ import type { KeepaliveOptions } from './keepalive.ts';
 import { LibvirtAuthUnsupportedError, LibvirtProtocolError } from './errors.ts';
 import * as P from './protocol.ts';
 import type { DhcpLease, Domain, DomainInterface, Network, Schema, StoragePool, StorageVol } from './protocol.ts';
-import { downloadStream } from './download.ts';
-import type { DownloadOptions } from './download.ts';
-import { uploadStream } from './stream.ts';
-import type { UploadOptions, UploadResult, UploadSource } from './stream.ts';
+import { downloadStream } from './vol-download.ts';
+import type { DownloadOptions } from './vol-download.ts';
+import { uploadStream } from './upload.ts';
+import type { UploadOptions, UploadResult, UploadSource } from './upload.ts';
 
 export interface ClientOptions extends ConnectionOptions {
   /** URI passed to CONNECT_OPEN. Default `qemu:///system`. */

@@ -20,10 +20,10 @@ import {
   buildOwnerMetadataElement,
   buildVolumeXml,
   parseOwnerMetadata,
-} from '../../lib/kvm2/domain-xml.ts';
-import type { OwnerMetadata } from '../../lib/kvm2/domain-xml.ts';
-import { buildSeedImage } from '../../lib/kvm2/seed.ts';
-import { buildCloudInitSeed } from '../../lib/kvm2/cloud-config.ts';
+} from '../../lib/kvm2/proxy/domain-xml.ts';
+import type { OwnerMetadata } from '../../lib/kvm2/proxy/domain-xml.ts';
+import { buildSeedImage } from '../../lib/kvm2/seed/seed-image.ts';
+import { buildCloudInitSeed } from '../../lib/kvm2/seed/cloud-config.ts';
 import { hostPath, inHost, loadTestHosts } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
 

@@ -20,8 +20,8 @@ import {
   buildOwnerMetadataElement,
   buildVolumeXml,
   parseOwnerMetadata,
-} from '../../lib/kvm2/domain-xml.ts';
-import type { DomainSpec } from '../../lib/kvm2/domain-xml.ts';
+} from '../../lib/kvm2/proxy/domain-xml.ts';
+import type { DomainSpec } from '../../lib/kvm2/proxy/domain-xml.ts';
 import { escapeXml, findElement, parseXml } from '../../lib/kvm2/xml.ts';
 import { Kvm2BuildError, XmlSyntaxError } from '../../lib/kvm2/build-errors.ts';
 

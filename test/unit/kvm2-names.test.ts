@@ -1,5 +1,5 @@
 /**
- * Volume names of the kvm2 provider (lib/kvm2/names.ts): the base and marker names per provider
+ * Volume names of the kvm2 provider (lib/kvm2/images/base-names.ts): the base and marker names per provider
  * entry, and the identifier rule that keeps them safe in file names and XML.
  */
 import assert from 'node:assert/strict';
@@ -11,8 +11,8 @@ import {
   isIdentifier,
   MAX_IDENTIFIER_LENGTH,
   markerVolumeName,
-} from '../../lib/kvm2/names.ts';
-import type { ImageFormat } from '../../lib/kvm2/names.ts';
+} from '../../lib/kvm2/images/base-names.ts';
+import type { ImageFormat } from '../../lib/kvm2/images/base-names.ts';
 
 describe('kvm2 volume names', () => {
   test('base and marker names carry the entry, the key and the format', () => {

@@ -3,12 +3,12 @@
  * deletes, pool refresh, raw volume creation, and reading, parsing and checking marker records.
  * Every call is bounded by the ensure's budget (Ctx.rpc) or, for cleanup, by the budget alone.
  */
-import { ErrorNumber } from '../libvirt/constants.ts';
-import { LibvirtError } from '../libvirt/errors.ts';
-import type { StoragePool, StorageVol } from '../libvirt/protocol.ts';
-import { ImageConflictError, ImageCorruptError, ImageVerifyError } from './errors.ts';
-import type { Ctx, ImageMarker, Plan, Rpc } from './image-types.ts';
-import type { ImageFormat } from './names.ts';
+import { ErrorNumber } from '../../libvirt/constants.ts';
+import { LibvirtError } from '../../libvirt/errors.ts';
+import type { StoragePool, StorageVol } from '../../libvirt/protocol.ts';
+import { ImageConflictError, ImageCorruptError, ImageVerifyError } from '../errors.ts';
+import type { Ctx, ImageMarker, Plan, Rpc } from './types.ts';
+import type { ImageFormat } from './base-names.ts';
 
 /** Largest marker read, in bytes; a bigger marker volume is debris. */
 export const MARKER_MAX_BYTES = 64 * 1024;
@@ -125,7 +125,7 @@ export async function refreshQuietly(ctx: Ctx, pool: StoragePool): Promise<void>
 
 /** XML of a raw volume of `capacityBytes` bytes (sparse: allocation 0). */
 export function rawVolumeXml(name: string, capacityBytes: number): string {
-  // Names come from names.ts (identifiers, '-' and '.'): nothing to escape.
+  // Names come from base-names.ts (identifiers, '-' and '.'): nothing to escape.
   return (
     `<volume><name>${name}</name><capacity unit='bytes'>${capacityBytes}</capacity>` +
     `<allocation unit='bytes'>0</allocation><target><format type='raw'/></target></volume>`

@@ -4,14 +4,14 @@
  * done; the base image is never touched. A domain without our mark, or another owner's, is
  * refused (adoption guard) and nothing is deleted.
  */
-import { DomainState, ErrorNumber, UndefineFlags } from '../libvirt/constants.ts';
-import type { LibvirtClient } from '../libvirt/client.ts';
-import { LibvirtError } from '../libvirt/errors.ts';
-import type { Domain, StoragePool } from '../libvirt/protocol.ts';
-import type { HostLinks } from '../ssh/pool.ts';
-import { assertOwned, readOwnerMark } from './guard.ts';
-import { proxyObjectNames } from './proxy-names.ts';
-import type { ProxyIdentity } from './proxy-names.ts';
+import { DomainState, ErrorNumber, UndefineFlags } from '../../libvirt/constants.ts';
+import type { LibvirtClient } from '../../libvirt/client.ts';
+import { LibvirtError } from '../../libvirt/errors.ts';
+import type { Domain, StoragePool } from '../../libvirt/protocol.ts';
+import type { HostLinks } from '../../ssh/pool.ts';
+import { assertOwned, readOwnerMark } from './adoption-guard.ts';
+import { proxyObjectNames } from './object-names.ts';
+import type { ProxyIdentity } from './object-names.ts';
 
 export interface DeleteProxyInput extends ProxyIdentity {
   links: HostLinks;

@@ -4,13 +4,13 @@
  * link being dead, is a Transient error, never "no address". (Keeping the previous IP through an
  * agent restart is the workflow's job: it holds the last address it saw.)
  */
-import { errorKind } from '../errors.ts';
-import { AddressSource, IpAddrType } from '../libvirt/constants.ts';
-import type { CallOptions } from '../libvirt/connection.ts';
-import type { LibvirtClient } from '../libvirt/client.ts';
-import { LibvirtConnectionError, LibvirtError } from '../libvirt/errors.ts';
-import type { Domain, DomainInterface } from '../libvirt/protocol.ts';
-import { Kvm2AddressUnreadableError } from './errors.ts';
+import { errorKind } from '../../errors.ts';
+import { AddressSource, IpAddrType } from '../../libvirt/constants.ts';
+import type { CallOptions } from '../../libvirt/connection.ts';
+import type { LibvirtClient } from '../../libvirt/client.ts';
+import { LibvirtConnectionError, LibvirtError } from '../../libvirt/errors.ts';
+import type { Domain, DomainInterface } from '../../libvirt/protocol.ts';
+import { Kvm2AddressUnreadableError } from '../errors.ts';
 
 export type AddressSourceName = 'agent' | 'lease' | 'arp';
 

@@ -9,7 +9,7 @@
 import { Readable } from 'node:stream';
 import { MessageStatus, procName } from './constants.ts';
 import { decodeRemoteError, PACKET_PREFIX_BYTES } from './connection.ts';
-import { Deferred, PacketRing, syncToAsync, within } from './stream-support.ts';
+import { Deferred, PacketRing, syncToAsync, within } from './upload-plumbing.ts';
 import type { CallOptions, LibvirtConnection } from './connection.ts';
 import {
   checkDurationMs,

@@ -2,17 +2,17 @@
  * Reading proxies: one proxy's state and address, and every proxy of a provider entry by its mark
  * (for garbage collection), the latter with no state or address calls.
  */
-import type { CallOptions } from '../libvirt/connection.ts';
-import type { LibvirtClient } from '../libvirt/client.ts';
-import { LibvirtError } from '../libvirt/errors.ts';
-import type { HostLinks } from '../ssh/pool.ts';
+import type { CallOptions } from '../../libvirt/connection.ts';
+import type { LibvirtClient } from '../../libvirt/client.ts';
+import { LibvirtError } from '../../libvirt/errors.ts';
+import type { HostLinks } from '../../ssh/pool.ts';
 import { readAddress } from './addresses.ts';
 import type { AddressReading } from './addresses.ts';
-import { readOwnerMark } from './guard.ts';
-import { proxyObjectNames } from './proxy-names.ts';
-import type { ProxyIdentity } from './proxy-names.ts';
-import { proxyVmState } from './state.ts';
-import type { ProxyVmState } from './state.ts';
+import { readOwnerMark } from './adoption-guard.ts';
+import { proxyObjectNames } from './object-names.ts';
+import type { ProxyIdentity } from './object-names.ts';
+import { proxyVmState } from './vm-state.ts';
+import type { ProxyVmState } from './vm-state.ts';
 
 export interface GetProxyInput extends ProxyIdentity {
   links: HostLinks;

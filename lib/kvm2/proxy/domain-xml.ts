@@ -4,9 +4,9 @@
  * validated. The seed is a read-only virtio disk, not a SATA CD-ROM: Debian's cloud kernel has no
  * AHCI driver, so a CD-ROM seed is invisible to cloud-init (DESIGN §6).
  */
-import { Kvm2BuildError } from './build-errors.ts';
-import { escapeXml, findElement, parseXml } from './xml.ts';
-import type { XmlElement } from './xml.ts';
+import { Kvm2BuildError } from '../build-errors.ts';
+import { escapeXml, findElement, parseXml } from '../xml.ts';
+import type { XmlElement } from '../xml.ts';
 
 /** The namespace of our `<metadata>` element (the `uri` of DOMAIN_GET/SET_METADATA). */
 export const OWNER_METADATA_URI = 'https://egress-proxies.dev/xmlns/kvm2/1';

@@ -1,11 +1,11 @@
 /**
- * Types of the base-image cache (lib/kvm2/images.ts): its input and output, the marker record,
+ * Types of the base-image cache (lib/kvm2/images/ensure.ts): its input and output, the marker record,
  * and the internal plan and call context shared by its parts.
  */
-import type { CallOptions } from '../libvirt/connection.ts';
-import type { LibvirtClient } from '../libvirt/client.ts';
-import type { HostLinks } from '../ssh/pool.ts';
-import type { ImageFormat } from './names.ts';
+import type { CallOptions } from '../../libvirt/connection.ts';
+import type { LibvirtClient } from '../../libvirt/client.ts';
+import type { HostLinks } from '../../ssh/pool.ts';
+import type { ImageFormat } from './base-names.ts';
 
 /** One configured base image of a provider entry. */
 export interface ImageSpec {

@@ -10,7 +10,7 @@
  * entry `lab-a` with key `deb`). The marker records entry and key, and ensureImage refuses a base
  * whose marker names another pair (ImageConflictError), so such a collision never shares a base.
  */
-import { Kvm2NameError } from './errors.ts';
+import { Kvm2NameError } from '../errors.ts';
 
 /** Image file formats a base may have. */
 export type ImageFormat = 'qcow2' | 'raw';

@@ -11,11 +11,11 @@
  * processes the workflow layer guarantees a single fetch: one ensure-image workflow per (host,
  * entry, key), started with a fixed workflow ID and a use-existing conflict policy.
  */
-import { ImageAbortedError, ImageSpecError } from './errors.ts';
-import { runEnsure } from './image-fetch.ts';
-import type { EnsuredImage, EnsureImageInput, ImageProgress, Plan } from './image-types.ts';
-import { SHA256_RE } from './image-volumes.ts';
-import { baseVolumeName, checkIdentifier, markerVolumeName } from './names.ts';
+import { ImageAbortedError, ImageSpecError } from '../errors.ts';
+import { runEnsure } from './fetch.ts';
+import type { EnsuredImage, EnsureImageInput, ImageProgress, Plan } from './types.ts';
+import { SHA256_RE } from './volumes.ts';
+import { baseVolumeName, checkIdentifier, markerVolumeName } from './base-names.ts';
 
 export type {
   EnsuredImage,
@@ -25,9 +25,9 @@ export type {
   ImageProgress,
   ImageSpec,
   ImageTimeouts,
-} from './image-types.ts';
-export { PROGRESS_INTERVAL_MS } from './image-fetch.ts';
-export { MARKER_MAX_BYTES, parseMarker } from './image-volumes.ts';
+} from './types.ts';
+export { PROGRESS_INTERVAL_MS } from './fetch.ts';
+export { MARKER_MAX_BYTES, parseMarker } from './volumes.ts';
 
 function planOf(input: EnsureImageInput): Plan {
   const { image } = input;

@@ -4,19 +4,19 @@
  * after any partial failure converges on one domain and one set of volumes, never duplicates.
  */
 import { Readable } from 'node:stream';
-import { ErrorNumber } from '../libvirt/constants.ts';
-import type { LibvirtClient } from '../libvirt/client.ts';
-import { LibvirtError } from '../libvirt/errors.ts';
-import type { Domain, StoragePool, StorageVol } from '../libvirt/protocol.ts';
-import type { HostLinks } from '../ssh/pool.ts';
-import { buildCloudInitSeed } from './cloud-config.ts';
+import { ErrorNumber } from '../../libvirt/constants.ts';
+import type { LibvirtClient } from '../../libvirt/client.ts';
+import { LibvirtError } from '../../libvirt/errors.ts';
+import type { Domain, StoragePool, StorageVol } from '../../libvirt/protocol.ts';
+import type { HostLinks } from '../../ssh/pool.ts';
+import { buildCloudInitSeed } from '../seed/cloud-config.ts';
 import { buildDomainXml, buildVolumeXml } from './domain-xml.ts';
-import { InsufficientCapacity } from './errors.ts';
-import { assertOwned, readOwnerMark } from './guard.ts';
-import { proxyObjectNames } from './proxy-names.ts';
-import type { ProxyIdentity } from './proxy-names.ts';
-import { buildSeedImage } from './seed.ts';
-import { proxyVmState } from './state.ts';
+import { InsufficientCapacity } from '../errors.ts';
+import { assertOwned, readOwnerMark } from './adoption-guard.ts';
+import { proxyObjectNames } from './object-names.ts';
+import type { ProxyIdentity } from './object-names.ts';
+import { buildSeedImage } from '../seed/seed-image.ts';
+import { proxyVmState } from './vm-state.ts';
 
 const GiB = 1024 ** 3;
 

@@ -11,8 +11,8 @@ import { Transform } from 'node:stream';
 import type { Readable, TransformCallback } from 'node:stream';
 import { Agent, interceptors, request } from 'undici';
 import type { Dispatcher } from 'undici';
-import { ProjectError } from '../errors.ts';
-import { ImageAbortedError, ImageDownloadError, ImageSpecError, ImageTruncatedError } from './errors.ts';
+import { ProjectError } from '../../errors.ts';
+import { ImageAbortedError, ImageDownloadError, ImageSpecError, ImageTruncatedError } from '../errors.ts';
 
 export interface HttpDownloadOptions {
   /** Bound on the TCP (and TLS) connect, in ms. */

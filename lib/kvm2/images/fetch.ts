@@ -5,12 +5,12 @@
  * download is destroyed, the upload aborted, the link closed and the half-written base deleted.
  */
 import { Readable } from 'node:stream';
-import { ProjectError } from '../errors.ts';
-import { LibvirtUploadSourceError } from '../libvirt/errors.ts';
-import type { StoragePool, StorageVol } from '../libvirt/protocol.ts';
-import type { Link } from '../ssh/pool.ts';
-import { openHttpDownload } from './download.ts';
-import type { HttpDownload } from './download.ts';
+import { ProjectError } from '../../errors.ts';
+import { LibvirtUploadSourceError } from '../../libvirt/errors.ts';
+import type { StoragePool, StorageVol } from '../../libvirt/protocol.ts';
+import type { Link } from '../../ssh/pool.ts';
+import { openHttpDownload } from './http-download.ts';
+import type { HttpDownload } from './http-download.ts';
 import {
   ImageAbortedError,
   ImageCorruptError,
@@ -18,8 +18,8 @@ import {
   ImageFormatError,
   ImageVerifyError,
   InsufficientCapacity,
-} from './errors.ts';
-import type { Ctx, EnsuredImage, ImageMarker, ImageProgress, Plan } from './image-types.ts';
+} from '../errors.ts';
+import type { Ctx, EnsuredImage, ImageMarker, ImageProgress, Plan } from './types.ts';
 import {
   checkAgainstMarker,
   createVol,
@@ -29,7 +29,7 @@ import {
   MARKER_MAX_BYTES,
   readMarker,
   refreshQuietly,
-} from './image-volumes.ts';
+} from './volumes.ts';
 
 /** Interval between progress reports, in ms. */
 export const PROGRESS_INTERVAL_MS = 500;
