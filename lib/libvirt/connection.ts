@@ -10,18 +10,17 @@ import type { Duplex } from 'node:stream';
 import { KeepaliveProc, MessageStatus, MessageType, Program, REMOTE_PROTOCOL_VERSION, procName } from './constants.ts';
 import {
   checkDurationMs,
+  decodeRemoteError,
   LibvirtAbortedError,
   LibvirtConnectionError,
-  LibvirtError,
   LibvirtProtocolError,
   LibvirtTimeoutError,
 } from './errors.ts';
 import { Keepalive, keepalivePacket } from './keepalive.ts';
 import type { KeepaliveOptions } from './keepalive.ts';
 import type { CallObservation, CallObserver } from './observe.ts';
-import { encodePrefix, PacketParser } from './packet.ts';
+import { encodePrefix, PACKET_PREFIX_BYTES, PacketParser } from './packet.ts';
 import type { Header, Packet } from './packet.ts';
-import { remoteError } from './protocol.ts';
 
 /** Budget and cancellation of one call. */
 export interface CallOptions {
@@ -57,8 +56,6 @@ interface PendingCall {
 }
 
 const EMPTY = Buffer.alloc(0);
-/** Length word plus header: where a packet's body starts. */
-export const PACKET_PREFIX_BYTES = 28;
 
 /**
  * Runs a callback that is not the connection's own (an observer, a stream sink, a death listener)
@@ -441,16 +438,5 @@ export class LibvirtConnection {
     return new LibvirtProtocolError(
       `${this.label}: ${what} (prog 0x${header.prog.toString(16)}, vers ${header.vers}, proc ${header.proc}, type ${header.type}, serial ${header.serial}, status ${header.status}); connection dropped`,
     );
-  }
-}
-
-/** Decodes a remote_error body into a LibvirtError (throws LibvirtProtocolError if malformed). */
-export function decodeRemoteError(body: Buffer, proc: number): LibvirtError {
-  try {
-    return new LibvirtError(remoteError.decode(body), proc);
-  } catch (err) {
-    throw new LibvirtProtocolError(`malformed error body for ${procName(proc)}: ${(err as Error).message}`, {
-      cause: err,
-    });
   }
 }

@@ -11,6 +11,7 @@
  * processes the workflow layer guarantees a single fetch: one ensure-image workflow per (host,
  * entry, key), started with a fixed workflow ID and a use-existing conflict policy.
  */
+import { settled, waitBounded } from '../../wait.ts';
 import { ImageAbortedError, ImageSpecError } from '../errors.ts';
 import { runEnsure } from './fetch.ts';
 import type { EnsuredImage, EnsureImageInput, ImageProgress, Plan } from './types.ts';
@@ -85,21 +86,6 @@ function sameImage(a: Plan, b: Plan): boolean {
   return a.entry === b.entry && a.key === b.key && a.url === b.url && a.sha256 === b.sha256;
 }
 
-/** Settles when `p` settles (either way), or rejects when `signal` fires first. */
-function settledOrAborted(p: Promise<unknown>, signal: AbortSignal | undefined, what: string): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const onAbort = (): void =>
-      reject(new ImageAbortedError(`${what}: aborted by the caller`, { cause: signal?.reason }));
-    if (signal?.aborted === true) return onAbort();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    const done = (): void => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    };
-    p.then(done, done);
-  });
-}
-
 /**
  * Makes sure the base image `input.image` of `input.entry` is in the pool and verified, fetching
  * it when it is not; returns where it is. A hit makes no network request. See the module comment
@@ -118,7 +104,10 @@ export async function ensureImage(input: EnsureImageInput): Promise<EnsuredImage
     // Same image: wait for the same result. Another image under the same name (a changed URL or
     // digest, or a colliding entry/key): let the running ensure finish, then check against it.
     if (sameImage(existing.plan, plan)) return join(existing, input, what);
-    await settledOrAborted(existing.promise, input.signal, what);
+    await waitBounded(settled(existing.promise), {
+      signal: input.signal,
+      onAbort: () => new ImageAbortedError(`${what}: aborted by the caller`, { cause: input.signal?.reason }),
+    });
   }
   const shared: Shared = {
     plan,
