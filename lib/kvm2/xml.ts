@@ -39,6 +39,20 @@ export function escapeXml(value: string, field = 'value'): string {
   return value.replace(/[&<>"']/g, (c) => ESCAPES[c] ?? c);
 }
 
+/** Returns `value` unless it is empty or blank; throws Kvm2BuildError naming `field` otherwise. */
+export function nonEmpty(value: string, field: string): string {
+  if (typeof value !== 'string' || value.trim() === '') throw new Kvm2BuildError(field, 'must be a non-empty string');
+  return value;
+}
+
+/** Returns `path` if it is absolute; throws Kvm2BuildError naming `field` otherwise. */
+export function absolute(path: string, field: string): string {
+  if (typeof path !== 'string' || !path.startsWith('/')) {
+    throw new Kvm2BuildError(field, `must be an absolute path, got ${JSON.stringify(path)}`);
+  }
+  return path;
+}
+
 /** An element as read by {@link parseXml}. */
 export interface XmlElement {
   /** The qualified name as written (`ep:proxy`). */

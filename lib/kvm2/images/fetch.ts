@@ -19,13 +19,13 @@ import {
   ImageVerifyError,
   InsufficientCapacity,
 } from '../errors.ts';
+import { lookupVol, rpcOn } from '../rpc.ts';
 import type { Ctx, EnsuredImage, ImageMarker, ImageProgress, Plan } from './types.ts';
 import {
   checkAgainstMarker,
   createVol,
   deleteQuietly,
   deleteVol,
-  lookupVol,
   MARKER_MAX_BYTES,
   readMarker,
   refreshQuietly,
@@ -54,14 +54,14 @@ export async function runEnsure(
     signal,
     what,
     emit,
-    rpc: (fn) => links.call(fn, { timeoutMs: timeouts.rpcMs, signal }),
-    cleanupRpc: (fn) => links.call(fn, { timeoutMs: timeouts.rpcMs }),
+    rpc: rpcOn(links, { rpcTimeoutMs: timeouts.rpcMs, signal }),
+    cleanupRpc: rpcOn(links, { rpcTimeoutMs: timeouts.rpcMs }),
   };
   try {
     const pool = await ctx.rpc((c, o) => c.storagePoolLookupByName(plan.pool, o));
     const [base, marker] = await Promise.all([
-      lookupVol(ctx, pool, plan.volumeName),
-      lookupVol(ctx, pool, plan.markerName),
+      lookupVol(ctx.rpc, pool, plan.volumeName),
+      lookupVol(ctx.rpc, pool, plan.markerName),
     ]);
     const record = marker === undefined ? undefined : await readMarker(ctx, marker);
     if (record !== undefined && typeof record !== 'string') {

@@ -9,7 +9,7 @@ import { errorKind } from '../../errors.ts';
 import { AddressSource, IpAddrType } from '../../libvirt/constants.ts';
 import type { CallOptions } from '../../libvirt/connection.ts';
 import type { LibvirtClient } from '../../libvirt/client.ts';
-import { LibvirtConnectionError, LibvirtError } from '../../libvirt/errors.ts';
+import { isNotFound, LibvirtConnectionError, LibvirtError } from '../../libvirt/errors.ts';
 import type { Domain, DomainInterface } from '../../libvirt/protocol.ts';
 import { Kvm2AddressUnreadableError } from '../errors.ts';
 
@@ -81,7 +81,7 @@ export async function readAddress(input: ReadAddressInput): Promise<AddressReadi
       if (ip !== undefined) return { ip, source, failures };
     } catch (err) {
       if (err instanceof LibvirtConnectionError || input.client.connection.isDead) throw err;
-      if (err instanceof LibvirtError && err.kind === 'NotFound' && source !== 'lease') throw err; // the domain is gone
+      if (isNotFound(err) && source !== 'lease') throw err; // the domain is gone
       failures.push({ source, error: err instanceof Error ? err.message : String(err) });
       if (!(err instanceof LibvirtError) && errorKind(err) !== 'Transient') throw err;
     }
