@@ -5,13 +5,9 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Kvm2NameError } from '../../lib/kvm2/errors.ts';
-import {
-  baseVolumeName,
-  checkIdentifier,
-  isIdentifier,
-  MAX_IDENTIFIER_LENGTH,
-  markerVolumeName,
-} from '../../lib/kvm2/images/base-names.ts';
+import { baseVolumeName, markerVolumeName } from '../../lib/kvm2/images/base-names.ts';
+import { checkIdentifier } from '../../lib/kvm2/identifier.ts';
+import { isIdentifier, MAX_IDENTIFIER_LENGTH } from '../../lib/rules.ts';
 import type { ImageFormat } from '../../lib/kvm2/images/base-names.ts';
 
 describe('kvm2 volume names', () => {

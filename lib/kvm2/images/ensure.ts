@@ -16,7 +16,9 @@ import { ImageAbortedError, ImageSpecError } from '../errors.ts';
 import { runEnsure } from './fetch.ts';
 import type { EnsuredImage, EnsureImageInput, ImageProgress, Plan } from './types.ts';
 import { SHA256_RE } from './volumes.ts';
-import { baseVolumeName, checkIdentifier, markerVolumeName } from './base-names.ts';
+import { checkDurationMs, isHttpUrl } from '../../rules.ts';
+import { checkIdentifier } from '../identifier.ts';
+import { baseVolumeName, markerVolumeName } from './base-names.ts';
 
 export type {
   EnsuredImage,
@@ -33,7 +35,7 @@ export { MARKER_MAX_BYTES, parseMarker } from './volumes.ts';
 function planOf(input: EnsureImageInput): Plan {
   const { image } = input;
   checkIdentifier('entry', input.entry);
-  if (typeof image.url !== 'string' || !/^https?:\/\//i.test(image.url)) {
+  if (!isHttpUrl(image.url)) {
     throw new ImageSpecError(
       `images.${image.key}.url`,
       `must be an http or https URL, got ${JSON.stringify(image.url)}`,
@@ -49,11 +51,7 @@ function planOf(input: EnsureImageInput): Plan {
       );
     }
   }
-  for (const [field, ms] of Object.entries(input.timeouts)) {
-    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms <= 0 || ms > 2_147_483_647) {
-      throw new RangeError(`timeouts.${field} must be a number of milliseconds in (0, 2147483647], got ${String(ms)}`);
-    }
-  }
+  for (const [field, ms] of Object.entries(input.timeouts)) checkDurationMs(`timeouts.${field}`, ms as number);
   return {
     entry: input.entry,
     key: image.key,
