@@ -1,7 +1,7 @@
 // The operator CLI.
 //
-//   node workers/cli.ts smoke [--name NAME]            run the smoke workflow on the worker; print its result
-//   node workers/cli.ts host-check FILE.json [...]     dial hosts over SSH and print their health as JSON
+//   node workers/cli.ts smoke [--name NAME] [--timeout-ms MS]       run the smoke workflow; print its result
+//   node workers/cli.ts host-check --providers FILE [--entry NAME]  dial hosts over SSH; print their health (JSON)
 //   node workers/cli.ts --help
 //
 // Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`),

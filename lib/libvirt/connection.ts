@@ -62,7 +62,7 @@ const EMPTY = Buffer.alloc(0);
  * so that its failure cannot interrupt teardown or leave a call unsettled; the failure becomes a
  * process warning.
  */
-function guard<T>(fn: () => T): T | undefined {
+function runCallback<T>(fn: () => T): T | undefined {
   try {
     return fn();
   } catch (err) {
@@ -154,15 +154,15 @@ export class LibvirtConnection {
     for (const [serial, call] of pending) {
       call.cleanup();
       const err = serial === culpritSerial ? reason : others;
-      guard(() => call.observation?.end({ error: err }));
+      runCallback(() => call.observation?.end({ error: err }));
       call.reject(err);
     }
     const streams = [...this.#streams.values()];
     this.#streams.clear();
-    for (const sink of streams) guard(() => sink.onDead(others));
+    for (const sink of streams) runCallback(() => sink.onDead(others));
     const listeners = [...this.#deathListeners];
     this.#deathListeners.clear();
-    for (const fn of listeners) guard(() => fn(reason));
+    for (const fn of listeners) runCallback(() => fn(reason));
     this.#transport.off('data', this.#onData);
     this.#transport.destroy();
     // Late 'error' events after destroy must not crash the process.
@@ -210,7 +210,7 @@ export class LibvirtConnection {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
     return new Promise<Buffer>((resolve, reject) => {
-      const observation = guard(() => this.#observer?.start({ proc, serial, bytesOut: body.length }));
+      const observation = runCallback(() => this.#observer?.start({ proc, serial, bytesOut: body.length }));
       const timer = setTimeout(() => {
         this.kill(
           new LibvirtTimeoutError(
@@ -257,8 +257,8 @@ export class LibvirtConnection {
 
   /** Starts an observation of a stream (upload or download) with the connection's observer. */
   observeStream(proc: number, serial: number): CallObservation | undefined {
-    const observation = guard(() => this.#observer?.start({ proc, serial, bytesOut: 0, stream: true }));
-    return observation && { end: (result) => void guard(() => observation.end(result)) };
+    const observation = runCallback(() => this.#observer?.start({ proc, serial, bytesOut: 0, stream: true }));
+    return observation && { end: (result) => void runCallback(() => observation.end(result)) };
   }
 
   /** Registers the receiver of STREAM packets for `serial`. */
@@ -429,7 +429,7 @@ export class LibvirtConnection {
     const err = header.status === MessageStatus.ERROR ? decodeRemoteError(body, header.proc) : undefined;
     this.#pending.delete(header.serial);
     call.cleanup();
-    guard(() => call.observation?.end({ bytesIn: body.length, error: err }));
+    runCallback(() => call.observation?.end({ bytesIn: body.length, error: err }));
     if (err) call.reject(err);
     else call.resolve(body.length === 0 ? EMPTY : body);
   }
