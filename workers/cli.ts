@@ -1,7 +1,7 @@
 // The operator CLI.
 //
-//   node workers/cli.ts smoke [--name NAME]            run the smoke workflow on the worker; print its result
-//   node workers/cli.ts host-check FILE.json [...]     dial hosts over SSH and print their health as JSON
+//   node workers/cli.ts smoke [--name NAME] [--timeout-ms MS]       run the smoke workflow; print its result
+//   node workers/cli.ts host-check --providers FILE [--entry NAME]  dial hosts over SSH; print their health (JSON)
 //   node workers/cli.ts --help
 //
 // Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`),
@@ -11,10 +11,9 @@ import { Client, Connection } from '@temporalio/client';
 import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
 import { ConfigError, loadProvidersFile } from '../lib/config/index.ts';
 import { HostLinks } from '../lib/ssh/pool.ts';
-import { hostLinksOptions, hostTarget } from '../lib/kvm2/targets.ts';
+import { hostHealth, hostLinksOptions, hostTarget } from '../lib/kvm2/index.ts';
+import type { HostHealth } from '../lib/kvm2/index.ts';
 import { errorKind } from '../lib/errors.ts';
-import { hostHealth } from '../lib/kvm2/health.ts';
-import type { HostHealth } from '../lib/kvm2/health.ts';
 import { SMOKE_WORKFLOW_TYPE } from '../shared/smoke.ts';
 import type { SmokeResult } from '../shared/smoke.ts';
 import { TASK_QUEUE } from '../shared/task-queues.ts';

@@ -13,6 +13,9 @@ import type { ConfigIssue } from './errors.ts';
 import { ALLOWED_KEYS, FIELD_HELP, ProvidersFileSchema, duplicateNameIssues } from './schema.ts';
 import type { ProvidersConfig } from './schema.ts';
 
+/** Alias expansions allowed in a providers file: aliases of aliases grow exponentially (billion laughs). */
+export const MAX_YAML_ALIASES = 100;
+
 /** Refuse files larger than this before parsing (a providers file is a few KiB). */
 export const MAX_PROVIDERS_FILE_BYTES = 1024 * 1024;
 
@@ -61,12 +64,15 @@ export function parseProvidersYaml(text: string, sourceName: string): ProvidersC
   }
   let raw: unknown;
   try {
-    raw = doc.toJS({ maxAliasCount: 100 });
+    raw = doc.toJS({ maxAliasCount: MAX_YAML_ALIASES });
   } catch (err) {
+    const message = (err as Error).message;
     const issue = {
       path: '(yaml)',
-      message: `YAML error: ${(err as Error).message}`,
-      fix: 'define each anchor before its aliases',
+      message: `YAML error: ${message}`,
+      fix: /alias count/i.test(message)
+        ? `use at most ${MAX_YAML_ALIASES} alias expansions (write the repeated settings out instead of nesting aliases)`
+        : 'define each anchor before its aliases',
     };
     throw new ConfigError(sourceName, [issue], 'CONFIG_INVALID', { cause: err });
   }

@@ -6,13 +6,20 @@
 import { isAbsolute } from 'node:path';
 import { isIP } from 'node:net';
 import { z } from 'zod';
+import {
+  DEFAULT_LIBVIRT_SOCKET,
+  DEFAULT_SSH_PORT,
+  IDENTIFIER_RE,
+  IDENTIFIER_RULE,
+  isHttpUrl,
+  MAX_TIMER_MS,
+} from '../rules.ts';
 import { parseCidr } from './cidr.ts';
 
-/** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters. */
-export const IDENTIFIER_RE = /^[a-z][a-z0-9-]{0,39}$/;
-const IDENTIFIER_RULE = 'must be a lowercase identifier (a letter, then lowercase letters, digits or "-", at most 40)';
+/** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters (lib/rules.ts). */
+export { IDENTIFIER_RE };
 /** Largest timer Node accepts (setTimeout clamps longer ones to 1 ms). */
-export const MAX_TIMEOUT_MS = 2_147_483_647;
+export const MAX_TIMEOUT_MS = MAX_TIMER_MS;
 
 const identifier = () => z.string().regex(IDENTIFIER_RE, { error: IDENTIFIER_RULE });
 const port = () => z.int().min(1).max(65535);
@@ -34,7 +41,7 @@ export const HostSchema = z.strictObject({
   address: z.string().refine((a) => isIP(a) !== 0 || HOSTNAME_RE.test(a), {
     error: 'must be an IPv4 address, an IPv6 address (without brackets) or a DNS name',
   }),
-  port: port().default(22),
+  port: port().default(DEFAULT_SSH_PORT),
   user: z
     .string()
     .regex(/^[A-Za-z0-9._][A-Za-z0-9._-]{0,31}$/, { error: 'must be a user name (letters, digits, ".", "_", "-")' })
@@ -42,7 +49,7 @@ export const HostSchema = z.strictObject({
   keyFile: absolutePath(),
   passphraseFile: absolutePath().optional(),
   knownHostsFile: absolutePath(),
-  socketPath: absolutePath().default('/var/run/libvirt/libvirt-sock'),
+  socketPath: absolutePath().default(DEFAULT_LIBVIRT_SOCKET),
   weight: z.int().min(1).max(1_000_000).default(1),
 });
 
@@ -265,7 +272,7 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
   'providers[].timeouts.connectMs': { hint: 'the TCP connect budget in ms', example: 'connectMs: 5000' },
   'providers[].timeouts.readyMs': { hint: 'the SSH handshake budget in ms', example: 'readyMs: 10000' },
   'providers[].timeouts.downloadHeadersMs': {
-    hint: 'the wait for the image server response headers in ms',
+    hint: 'the bound, in ms, on connecting to the image server and, separately, on waiting for its response headers',
     example: 'downloadHeadersMs: 30000',
   },
   'providers[].timeouts.downloadBodyIdleMs': {
@@ -282,12 +289,6 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
     example: 'shutdownGraceMs: 0',
   },
 };
-
-function isHttpUrl(text: string): boolean {
-  if (!URL.canParse(text)) return false;
-  const url = new URL(text);
-  return (url.protocol === 'http:' || url.protocol === 'https:') && url.hostname !== '';
-}
 
 function checkCidr(text: string, ctx: z.RefinementCtx<string>): void {
   const parsed = parseCidr(text);

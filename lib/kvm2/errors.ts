@@ -6,8 +6,9 @@ import { ProjectError } from '../errors.ts';
 import type { ErrorKind, ProjectErrorOptions } from '../errors.ts';
 
 /**
- * Every address source of a domain failed (agent, DHCP leases, ARP), or the link is dead: the
- * address is unreadable, which is not the same as "no address yet" (H3). Transient.
+ * Every address source of a domain failed (agent, DHCP leases, ARP): the address is unreadable,
+ * which is not the same as "no address yet" (H3). Transient. (A dead link is not this error: the
+ * reading rethrows the link's own Transient error, e.g. LibvirtConnectionError.)
  */
 export class Kvm2AddressUnreadableError extends ProjectError {
   readonly code = 'KVM2_ADDRESS_UNREADABLE';
@@ -86,7 +87,7 @@ export class ImageCorruptError extends ProjectError {
 
 /**
  * The image could not be fetched: an HTTP error status (404 and other client errors are Permanent;
- * 5xx, 408 and 429 are Transient), a missing Content-Length (Permanent), a network failure or a
+ * 5xx, 408, 425 and 429 are Transient), a missing Content-Length (Permanent), a network failure or a
  * timeout (Transient). `statusCode` is set when the server answered.
  */
 export class ImageDownloadError extends ProjectError {

@@ -1,10 +1,11 @@
 /**
  * XML text helpers for the libvirt documents the provider writes and reads: escaping of every
- * value written, and a small namespace-aware reader for what libvirt sends back (domain XML,
- * metadata elements). The reader is not a validating parser: it handles elements, attributes,
- * text, CDATA, comments, processing instructions and the predefined and numeric entities, and
- * refuses DTDs with an internal subset and anything malformed. Pure and synchronous.
+ * value written, and a namespace-aware reader (saxes, bounded) for what libvirt sends back
+ * (domain XML, metadata elements). The reader is not a validating parser: it handles elements,
+ * attributes, text, CDATA, comments, processing instructions and the predefined and numeric
+ * entities, and refuses DTDs with an internal subset and anything malformed. Pure and synchronous.
  */
+import { SaxesParser } from 'saxes';
 import { Kvm2BuildError, XmlSyntaxError } from './build-errors.ts';
 
 /**
@@ -38,6 +39,20 @@ export function escapeXml(value: string, field = 'value'): string {
   return value.replace(/[&<>"']/g, (c) => ESCAPES[c] ?? c);
 }
 
+/** Returns `value` unless it is empty or blank; throws Kvm2BuildError naming `field` otherwise. */
+export function nonEmpty(value: string, field: string): string {
+  if (typeof value !== 'string' || value.trim() === '') throw new Kvm2BuildError(field, 'must be a non-empty string');
+  return value;
+}
+
+/** Returns `path` if it is absolute; throws Kvm2BuildError naming `field` otherwise. */
+export function absolute(path: string, field: string): string {
+  if (typeof path !== 'string' || !path.startsWith('/')) {
+    throw new Kvm2BuildError(field, `must be an absolute path, got ${JSON.stringify(path)}`);
+  }
+  return path;
+}
+
 /** An element as read by {@link parseXml}. */
 export interface XmlElement {
   /** The qualified name as written (`ep:proxy`). */
@@ -53,100 +68,62 @@ export interface XmlElement {
   text: string;
 }
 
-/** Limits of {@link parseXml}: documents from libvirt are far smaller. */
-export const XML_MAX_CHARS = 4 * 1024 * 1024;
+/**
+ * Limits of {@link parseXml}. What it reads comes from a host's libvirtd (domain metadata the
+ * adoption guard checks), so anyone with libvirt access on a host controls it: the reader is
+ * linear in its input, and the input is bounded. Our mark is a few hundred bytes and a whole
+ * domain XML a few tens of KiB; at this size the worst shapes take tens of ms.
+ */
+export const XML_MAX_CHARS = 256 * 1024;
 export const XML_MAX_DEPTH = 64;
 
-const NAME = '[A-Za-z_][A-Za-z0-9._:-]*';
-const START_TAG_RE = new RegExp(`<(${NAME})((?:\\s+${NAME}\\s*=\\s*(?:"[^"<]*"|'[^'<]*'))*)\\s*(/?)>`, 'y');
-const ATTR_RE = new RegExp(`(${NAME})\\s*=\\s*(?:"([^"<]*)"|'([^'<]*)')`, 'g');
-const END_TAG_RE = new RegExp(`</(${NAME})\\s*>`, 'y');
-
-/** Parses one XML document and returns its root element; throws {@link XmlSyntaxError} (with the offset). */
+/**
+ * Parses one XML document and returns its root element; throws {@link XmlSyntaxError} (with the
+ * offset). saxes does the reading (well-formedness, entities, namespaces) in time linear in the
+ * input; this adds the bounds: at most {@link XML_MAX_CHARS} characters, {@link XML_MAX_DEPTH}
+ * levels, and no DTD internal subset (no entity definitions).
+ */
 export function parseXml(text: string): XmlElement {
   if (text.length > XML_MAX_CHARS) throw new XmlSyntaxError(`document longer than ${XML_MAX_CHARS} characters`, 0);
-  const stack: { el: XmlElement; ns: Map<string, string> }[] = [];
+  const parser = new SaxesParser({ xmlns: true, position: true });
+  const stack: XmlElement[] = [];
   let root: XmlElement | undefined;
-  let pos = text.charCodeAt(0) === 0xfeff ? 1 : 0;
-  const skip = (open: string, close: string) => {
-    const end = text.indexOf(close, pos + open.length);
-    if (end < 0) throw new XmlSyntaxError(`unterminated ${open}`, pos);
-    const body = text.slice(pos + open.length, end);
-    pos = end + close.length;
-    return body;
+  const appendText = (t: string): void => {
+    const top = stack.at(-1);
+    if (top) top.text += t;
   };
-  while (pos < text.length) {
-    const lt = text.indexOf('<', pos);
-    const chunk = text.slice(pos, lt < 0 ? text.length : lt);
-    if (chunk !== '') {
-      const top = stack.at(-1);
-      if (top) top.el.text += decodeEntities(chunk, pos);
-      else if (chunk.trim() !== '') throw new XmlSyntaxError('text outside the root element', pos);
-    }
-    if (lt < 0) break;
-    pos = lt;
-    if (text.startsWith('<!--', pos)) skip('<!--', '-->');
-    else if (text.startsWith('<?', pos)) skip('<?', '?>');
-    else if (text.startsWith('<![CDATA[', pos)) {
-      const top = stack.at(-1);
-      if (!top) throw new XmlSyntaxError('CDATA outside the root element', pos);
-      top.el.text += skip('<![CDATA[', ']]>');
-    } else if (text.startsWith('<!DOCTYPE', pos)) {
-      if (skip('<!DOCTYPE', '>').includes('[')) throw new XmlSyntaxError('DTD internal subsets are not accepted', pos);
-    } else if (text.startsWith('</', pos)) {
-      END_TAG_RE.lastIndex = pos;
-      const m = END_TAG_RE.exec(text);
-      const top = stack.pop();
-      if (!m || !top || top.el.name !== m[1]) throw new XmlSyntaxError('mismatched end tag', pos);
-      pos = END_TAG_RE.lastIndex;
-    } else {
-      START_TAG_RE.lastIndex = pos;
-      const m = START_TAG_RE.exec(text);
-      if (!m) throw new XmlSyntaxError('malformed tag', pos);
-      if (stack.length === 0 && root) throw new XmlSyntaxError('a second root element', pos);
-      if (stack.length >= XML_MAX_DEPTH) throw new XmlSyntaxError(`elements nested deeper than ${XML_MAX_DEPTH}`, pos);
-      const attributes = new Map<string, string>();
-      for (const a of (m[2] ?? '').matchAll(ATTR_RE)) {
-        if (attributes.has(a[1]!)) throw new XmlSyntaxError(`duplicate attribute ${a[1]}`, pos);
-        attributes.set(a[1]!, decodeEntities(a[2] ?? a[3] ?? '', pos));
-      }
-      const ns = new Map(stack.at(-1)?.ns ?? []);
-      for (const [k, v] of attributes) {
-        if (k === 'xmlns') ns.set('', v);
-        else if (k.startsWith('xmlns:')) ns.set(k.slice(6), v);
-      }
-      const name = m[1]!;
-      const colon = name.indexOf(':');
-      const prefix = colon < 0 ? '' : name.slice(0, colon);
-      const el: XmlElement = {
-        name,
-        localName: name.slice(colon + 1),
-        namespace: ns.get(prefix) || undefined,
-        attributes,
-        children: [],
-        text: '',
-      };
-      if (colon >= 0 && !ns.has(prefix)) throw new XmlSyntaxError(`undeclared namespace prefix ${prefix}`, pos);
-      stack.at(-1)?.el.children.push(el);
-      root ??= el;
-      pos = START_TAG_RE.lastIndex;
-      if (m[3] !== '/') stack.push({ el, ns });
-    }
-  }
-  if (!root || stack.length > 0) throw new XmlSyntaxError(root ? 'unclosed element' : 'no root element', pos);
-  return root;
-}
-
-function decodeEntities(text: string, at: number): string {
-  return text.replace(/&([^;&\s]*);?/g, (whole, ref: string) => {
-    if (!whole.endsWith(';')) throw new XmlSyntaxError('"&" that does not start an entity reference', at);
-    const named: Record<string, string> = { lt: '<', gt: '>', amp: '&', quot: '"', apos: "'" };
-    if (named[ref] !== undefined) return named[ref];
-    const m = /^#(?:x([0-9A-Fa-f]{1,6})|([0-9]{1,7}))$/.exec(ref);
-    const code = m ? parseInt(m[1] ?? m[2] ?? '', m[1] ? 16 : 10) : NaN;
-    if (!(code > 0 && code <= 0x10ffff)) throw new XmlSyntaxError(`unknown entity &${ref};`, at);
-    return String.fromCodePoint(code);
+  parser.on('doctype', (doctype) => {
+    if (doctype.includes('[')) throw new XmlSyntaxError('DTD internal subsets are not accepted', parser.position);
   });
+  parser.on('opentag', (tag) => {
+    if (stack.length >= XML_MAX_DEPTH) {
+      throw new XmlSyntaxError(`elements nested deeper than ${XML_MAX_DEPTH}`, parser.position);
+    }
+    const attributes = new Map<string, string>();
+    for (const [name, attr] of Object.entries(tag.attributes)) attributes.set(name, attr.value);
+    const el: XmlElement = {
+      name: tag.name,
+      localName: tag.local,
+      namespace: tag.uri === '' ? undefined : tag.uri,
+      attributes,
+      children: [],
+      text: '',
+    };
+    stack.at(-1)?.children.push(el);
+    root ??= el;
+    stack.push(el);
+  });
+  parser.on('closetag', () => void stack.pop());
+  parser.on('text', appendText);
+  parser.on('cdata', appendText);
+  try {
+    parser.write(text.charCodeAt(0) === 0xfeff ? text.slice(1) : text).close();
+  } catch (err) {
+    if (err instanceof XmlSyntaxError) throw err;
+    throw new XmlSyntaxError((err as Error).message, parser.position, { cause: err });
+  }
+  if (!root) throw new XmlSyntaxError('no root element', parser.position);
+  return root;
 }
 
 /** Depth-first: the first element (root included) for which `match` holds. */

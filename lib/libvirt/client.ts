@@ -3,17 +3,17 @@
  * the provider uses. Each method takes `{ timeoutMs, signal }`.
  */
 import type { Duplex } from 'node:stream';
-import { AuthType, DrvFeature, Proc } from './constants.ts';
+import { AuthType, DrvFeature, Proc, procName } from './constants.ts';
 import { LibvirtConnection } from './connection.ts';
 import type { CallOptions, ConnectionOptions } from './connection.ts';
 import type { KeepaliveOptions } from './keepalive.ts';
 import { LibvirtAuthUnsupportedError, LibvirtProtocolError } from './errors.ts';
 import * as P from './protocol.ts';
 import type { DhcpLease, Domain, DomainInterface, Network, Schema, StoragePool, StorageVol } from './protocol.ts';
-import { downloadStream } from './download.ts';
-import type { DownloadOptions } from './download.ts';
-import { uploadStream } from './stream.ts';
-import type { UploadOptions, UploadResult, UploadSource } from './stream.ts';
+import { downloadStream } from './vol-download.ts';
+import type { DownloadOptions } from './vol-download.ts';
+import { uploadStream } from './upload.ts';
+import type { UploadOptions, UploadResult, UploadSource } from './upload.ts';
 
 export interface ClientOptions extends ConnectionOptions {
   /** URI passed to CONNECT_OPEN. Default `qemu:///system`. */
@@ -49,6 +49,17 @@ export interface VolUploadOptions extends UploadOptions {
   /** Bytes to write; 0 means up to the end of the source. Default 0. */
   length?: bigint;
 }
+
+/**
+ * Replies that carry what a guest reports (agent interface data, DHCP leases), bounded far below
+ * the packet maximum: a proxy VM has a NIC or two and one lease, while 32 MiB of small records
+ * take over a second to decode on the event loop every host shares. A larger reply fails that call
+ * with LibvirtProtocolError (Transient) and leaves the connection up.
+ */
+export const REPLY_MAX_BYTES: ReadonlyMap<number, number> = new Map([
+  [Proc.DOMAIN_INTERFACE_ADDRESSES, 1024 * 1024],
+  [Proc.NETWORK_GET_DHCP_LEASES, 1024 * 1024],
+]);
 
 /** A libvirt client speaking the remote protocol over a duplex byte stream. */
 export class LibvirtClient {
@@ -116,6 +127,13 @@ export class LibvirtClient {
   async #call<A, R>(proc: number, args: Schema<A>, value: A, ret: Schema<R>, options: CallOptions = {}): Promise<R> {
     const body = args === P.empty ? new Uint8Array(0) : args.encode(value);
     const reply = await this.connection.call(proc, body, options);
+    const maxBytes = REPLY_MAX_BYTES.get(proc);
+    if (maxBytes !== undefined && reply.length > maxBytes) {
+      // Refused before decoding (decoding 32 MiB of small records blocks the loop for a second).
+      throw new LibvirtProtocolError(
+        `${this.connection.label}: ${procName(proc)} reply of ${reply.length} bytes is over its ${maxBytes}-byte bound`,
+      );
+    }
     try {
       return ret.decode(reply);
     } catch (err) {

@@ -10,18 +10,17 @@ import type { Duplex } from 'node:stream';
 import { KeepaliveProc, MessageStatus, MessageType, Program, REMOTE_PROTOCOL_VERSION, procName } from './constants.ts';
 import {
   checkDurationMs,
+  decodeRemoteError,
   LibvirtAbortedError,
   LibvirtConnectionError,
-  LibvirtError,
   LibvirtProtocolError,
   LibvirtTimeoutError,
 } from './errors.ts';
 import { Keepalive, keepalivePacket } from './keepalive.ts';
 import type { KeepaliveOptions } from './keepalive.ts';
 import type { CallObservation, CallObserver } from './observe.ts';
-import { encodePrefix, PacketParser } from './packet.ts';
+import { encodePrefix, PACKET_PREFIX_BYTES, PacketParser } from './packet.ts';
 import type { Header, Packet } from './packet.ts';
-import { remoteError } from './protocol.ts';
 
 /** Budget and cancellation of one call. */
 export interface CallOptions {
@@ -57,15 +56,13 @@ interface PendingCall {
 }
 
 const EMPTY = Buffer.alloc(0);
-/** Length word plus header: where a packet's body starts. */
-export const PACKET_PREFIX_BYTES = 28;
 
 /**
  * Runs a callback that is not the connection's own (an observer, a stream sink, a death listener)
  * so that its failure cannot interrupt teardown or leave a call unsettled; the failure becomes a
  * process warning.
  */
-function guard<T>(fn: () => T): T | undefined {
+function runCallback<T>(fn: () => T): T | undefined {
   try {
     return fn();
   } catch (err) {
@@ -157,15 +154,15 @@ export class LibvirtConnection {
     for (const [serial, call] of pending) {
       call.cleanup();
       const err = serial === culpritSerial ? reason : others;
-      guard(() => call.observation?.end({ error: err }));
+      runCallback(() => call.observation?.end({ error: err }));
       call.reject(err);
     }
     const streams = [...this.#streams.values()];
     this.#streams.clear();
-    for (const sink of streams) guard(() => sink.onDead(others));
+    for (const sink of streams) runCallback(() => sink.onDead(others));
     const listeners = [...this.#deathListeners];
     this.#deathListeners.clear();
-    for (const fn of listeners) guard(() => fn(reason));
+    for (const fn of listeners) runCallback(() => fn(reason));
     this.#transport.off('data', this.#onData);
     this.#transport.destroy();
     // Late 'error' events after destroy must not crash the process.
@@ -213,7 +210,7 @@ export class LibvirtConnection {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }
     return new Promise<Buffer>((resolve, reject) => {
-      const observation = guard(() => this.#observer?.start({ proc, serial, bytesOut: body.length }));
+      const observation = runCallback(() => this.#observer?.start({ proc, serial, bytesOut: body.length }));
       const timer = setTimeout(() => {
         this.kill(
           new LibvirtTimeoutError(
@@ -260,8 +257,8 @@ export class LibvirtConnection {
 
   /** Starts an observation of a stream (upload or download) with the connection's observer. */
   observeStream(proc: number, serial: number): CallObservation | undefined {
-    const observation = guard(() => this.#observer?.start({ proc, serial, bytesOut: 0, stream: true }));
-    return observation && { end: (result) => void guard(() => observation.end(result)) };
+    const observation = runCallback(() => this.#observer?.start({ proc, serial, bytesOut: 0, stream: true }));
+    return observation && { end: (result) => void runCallback(() => observation.end(result)) };
   }
 
   /** Registers the receiver of STREAM packets for `serial`. */
@@ -432,7 +429,7 @@ export class LibvirtConnection {
     const err = header.status === MessageStatus.ERROR ? decodeRemoteError(body, header.proc) : undefined;
     this.#pending.delete(header.serial);
     call.cleanup();
-    guard(() => call.observation?.end({ bytesIn: body.length, error: err }));
+    runCallback(() => call.observation?.end({ bytesIn: body.length, error: err }));
     if (err) call.reject(err);
     else call.resolve(body.length === 0 ? EMPTY : body);
   }
@@ -441,16 +438,5 @@ export class LibvirtConnection {
     return new LibvirtProtocolError(
       `${this.label}: ${what} (prog 0x${header.prog.toString(16)}, vers ${header.vers}, proc ${header.proc}, type ${header.type}, serial ${header.serial}, status ${header.status}); connection dropped`,
     );
-  }
-}
-
-/** Decodes a remote_error body into a LibvirtError (throws LibvirtProtocolError if malformed). */
-export function decodeRemoteError(body: Buffer, proc: number): LibvirtError {
-  try {
-    return new LibvirtError(remoteError.decode(body), proc);
-  } catch (err) {
-    throw new LibvirtProtocolError(`malformed error body for ${procName(proc)}: ${(err as Error).message}`, {
-      cause: err,
-    });
   }
 }

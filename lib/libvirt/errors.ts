@@ -6,6 +6,7 @@
 import { ProjectError } from '../errors.ts';
 import type { ErrorKind, ProjectErrorOptions } from '../errors.ts';
 import { ErrorNumber, errorName, procName } from './constants.ts';
+import { remoteError } from './protocol.ts';
 import type { RemoteError } from './protocol.ts';
 
 /**
@@ -148,17 +149,30 @@ export class LibvirtUploadSourceError extends ProjectError {
   }
 }
 
-/** Longest timer Node can arm (2^31 - 1 ms, about 24.8 days); longer values fire at once. */
-export const MAX_TIMER_MS = 2_147_483_647;
-
-/**
- * Validates a duration option and returns it; throws a RangeError naming the field and the fix.
- * Node turns timers over MAX_TIMER_MS (or non-finite) into 1 ms ones, which would kill a
- * connection at once.
- */
-export function checkDurationMs(field: string, value: number): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0 || value > MAX_TIMER_MS) {
-    throw new RangeError(`${field} must be a number of milliseconds in (0, ${MAX_TIMER_MS}], got ${String(value)}`);
+/** Decodes a remote_error body into a LibvirtError (throws LibvirtProtocolError if malformed). */
+export function decodeRemoteError(body: Buffer, proc: number): LibvirtError {
+  try {
+    return new LibvirtError(remoteError.decode(body), proc);
+  } catch (err) {
+    throw new LibvirtProtocolError(`malformed error body for ${procName(proc)}: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
-  return value;
 }
+
+/** Whether `err` is the daemon saying the object (domain, volume, pool, network...) does not exist. */
+export function isNotFound(err: unknown): err is LibvirtError {
+  return err instanceof LibvirtError && err.kind === 'NotFound';
+}
+
+/** Resolves with `p`'s value, or with undefined when `p` fails with NotFound (see isNotFound). */
+export async function unlessNotFound<T>(p: Promise<T>): Promise<T | undefined> {
+  try {
+    return await p;
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
+export { checkDurationMs, MAX_TIMER_MS } from '../rules.ts';

@@ -3,7 +3,7 @@
  * a PING, and after `countMax` unanswered PINGs (about `intervalMs × (countMax + 1)` of silence)
  * it declares the peer dead. Any byte received resets it.
  */
-import { KeepaliveProc, MessageStatus, MessageType, Program } from './constants.ts';
+import { KEEPALIVE_PROTOCOL_VERSION, KeepaliveProc, MessageStatus, MessageType, Program } from './constants.ts';
 import { LibvirtKeepaliveError } from './errors.ts';
 import { encodePacket } from './packet.ts';
 
@@ -21,7 +21,7 @@ export interface KeepaliveOptions {
 export function keepalivePacket(proc: number): Buffer {
   return encodePacket({
     prog: Program.KEEPALIVE,
-    vers: 1,
+    vers: KEEPALIVE_PROTOCOL_VERSION,
     proc,
     type: MessageType.MESSAGE,
     serial: 0,

@@ -21,7 +21,9 @@ export interface Packet {
   body: Buffer;
 }
 
-const PREFIX = MIN_PACKET_SIZE;
+/** Length word plus header (28 bytes): where a packet's body starts. */
+export const PACKET_PREFIX_BYTES = MIN_PACKET_SIZE;
+const PREFIX = PACKET_PREFIX_BYTES;
 /** Chunks smaller than this are merged while buffered, so a dribbled frame costs its bytes, not per-chunk overhead. */
 const COMPACT_BELOW_BYTES = 64 * 1024;
 

@@ -135,11 +135,21 @@ async function resolveAgentSocket(agent: string | true, env: NodeJS.ProcessEnv):
   return path;
 }
 
+/** Largest known_hosts file read, in bytes (it is parsed on every dial; a few KiB is typical). */
+export const MAX_KNOWN_HOSTS_BYTES = 4 * 1024 * 1024;
+
 async function loadKnownHosts(target: SshTarget): Promise<{ parsed: KnownHostsParseResult; missing: boolean }> {
   try {
-    const text = await readFile(target.knownHostsPath, 'utf8');
-    return { parsed: parseKnownHosts(text), missing: false };
+    const bytes = await readFile(target.knownHostsPath);
+    if (bytes.length > MAX_KNOWN_HOSTS_BYTES) {
+      throw new SshCredentialsError(
+        `known_hosts file ${target.knownHostsPath} is ${bytes.length} bytes, over the ${MAX_KNOWN_HOSTS_BYTES}-byte limit: ` +
+          'point knownHostsPath to a file that lists the configured hosts only',
+      );
+    }
+    return { parsed: parseKnownHosts(bytes.toString('utf8')), missing: false };
   } catch (err) {
+    if (err instanceof SshCredentialsError) throw err;
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' && target.acceptNewHostKeys === true) {
       return { parsed: { entries: [], invalid: [] }, missing: true };

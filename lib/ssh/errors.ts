@@ -172,8 +172,8 @@ export class SshConfigError extends ProjectError {
 
 /**
  * A call waited for a free slot on its host's pooled link for longer than its budget (the host
- * is saturated by other calls), or was aborted while queued, or its budget ran out while the
- * pooled link was still being dialed. Transient.
+ * is saturated by other calls), or its budget ran out while the pooled link was still being
+ * dialed. (A call aborted meanwhile is SshAbortedError.) Transient.
  */
 export class SshPoolQueueTimeoutError extends ProjectError {
   readonly code = 'SSH_POOL_QUEUE_TIMEOUT';

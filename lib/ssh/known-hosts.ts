@@ -10,9 +10,10 @@
  */
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { appendFile, readFile } from 'node:fs/promises';
+import { DEFAULT_SSH_PORT } from '../rules.ts';
 
-/** Default SSH port: names on it are written bare, other ports as `[host]:port`. */
-export const DEFAULT_SSH_PORT = 22;
+/** Default SSH port: names on it are written bare, other ports as `[host]:port`. (lib/rules.ts) */
+export { DEFAULT_SSH_PORT };
 const HASH_MAGIC = '|1|';
 const SHA1_LENGTH = 20;
 const BASE64_RE = /^[A-Za-z0-9+/]+={0,2}$/;

@@ -5,11 +5,13 @@
  * delays a state poll. A dead pooled link is replaced on next use; one host's death touches only
  * the calls on that host.
  */
+import { EventEmitter } from 'node:events';
 import type { CallOptions } from '../libvirt/connection.ts';
 import type { LibvirtClient } from '../libvirt/client.ts';
 import { SshAbortedError, SshPoolClosedError, SshPoolQueueTimeoutError } from './errors.ts';
 import { Link, openLink } from './link.ts';
 import type { HostTarget, LinkOptions, LinkPurpose } from './link.ts';
+import { waitBounded } from '../wait.ts';
 
 export interface HostLinksOptions extends LinkOptions {
   /** Calls in flight at once on the pooled link. Default 5, libvirtd's `max_client_requests`. */
@@ -26,13 +28,54 @@ export interface HostLinksStats {
   dials: number;
 }
 
+/** A dial of one of the host's links finished. */
+export interface LinkDialEvent {
+  purpose: LinkPurpose;
+  /** Time from the start of the dial to the link (or the failure), in ms. */
+  durationMs: number;
+  /** Set when the dial failed (the caller sees the same error). */
+  error?: Error;
+}
+
+/** One of the host's links died. */
+export interface LinkDeathEvent {
+  purpose: LinkPurpose;
+  /** Why: the first reason given to `markDead` (a keepalive timeout, a killed call, a close...). */
+  reason: Error;
+  /** How long the link lived, in ms. */
+  ageMs: number;
+}
+
+/** The pooled link is being dialed again because the previous one died. */
+export interface LinkRedialEvent {
+  /** Why the previous pooled link died. */
+  previousReason: Error;
+}
+
+/**
+ * Events of {@link HostLinks}, for counting and logging link churn (metrics of dials and deaths
+ * per host). Listeners run synchronously but never inside a link's teardown; a listener that
+ * throws becomes a process warning (code `SSH_LINKS_LISTENER_FAILED`), never a failure of a call.
+ *
+ * - `dial`: a dial of a pooled or dedicated link finished, successfully or not.
+ * - `death`: a link died; `reason` says why. Links closed on purpose (`Link.close`, `HostLinks.close`)
+ *   die too, with their closing reason.
+ * - `redial`: the pooled link is dialed again after the previous one died (emitted before that
+ *   dial's `dial` event).
+ */
+export interface HostLinksEvents {
+  dial: [event: LinkDialEvent];
+  death: [event: LinkDeathEvent];
+  redial: [event: LinkRedialEvent];
+}
+
 interface Waiter {
   grant(): void;
   fail(err: Error): void;
 }
 
-/** The links of one host. */
-export class HostLinks {
+/** The links of one host. Emits {@link HostLinksEvents}. */
+export class HostLinks extends EventEmitter<HostLinksEvents> {
   readonly target: HostTarget;
   readonly #options: HostLinksOptions;
   readonly #max: number;
@@ -48,6 +91,7 @@ export class HostLinks {
   readonly #lifetime = new AbortController();
 
   constructor(target: HostTarget, options: HostLinksOptions = {}) {
+    super();
     this.target = target;
     this.#options = options;
     this.#max = options.maxConcurrentCalls ?? 5;
@@ -86,14 +130,7 @@ export class HostLinks {
   /** A new link of its own for a bulk transfer or a health check; the caller closes it. */
   async dedicated(purpose: Exclude<LinkPurpose, 'rpc'>, signal?: AbortSignal): Promise<Link> {
     if (this.#closed) throw this.#closedError();
-    this.#dials++;
-    let link: Link;
-    try {
-      link = await openLink(this.target, purpose, { ...this.#options, signal: this.#dialSignal(signal) });
-    } catch (err) {
-      if (this.#closed) throw this.#closedError();
-      throw err;
-    }
+    const link = await this.#dial(purpose, this.#dialSignal(signal));
     if (this.#closed) {
       link.markDead(this.#closed);
       throw this.#closedError();
@@ -134,22 +171,23 @@ export class HostLinks {
     if (this.#closed) return Promise.reject(this.#closedError());
     this.#dialing ??= this.#dialPooled();
     const name = this.target.name;
-    return waitBounded(
-      this.#dialing,
+    return waitBounded(this.#dialing, {
       deadline,
-      signal,
-      () =>
+      onTimeout: () =>
         new SshPoolQueueTimeoutError(
           `${name}: no pooled link within the call's budget (${budgetMs} ms); the dial goes on for later calls`,
         ),
-      () => new SshAbortedError(`${name}: call aborted while its link was being dialed`, { cause: signal?.reason }),
-    );
+      signal,
+      onAbort: () =>
+        new SshAbortedError(`${name}: call aborted while its link was being dialed`, { cause: signal?.reason }),
+    });
   }
 
   async #dialPooled(): Promise<Link> {
-    this.#dials++;
+    const previous = this.#link?.deadReason;
+    if (previous !== undefined) this.#emitSafely('redial', { previousReason: previous });
     try {
-      const link = await openLink(this.target, 'rpc', { ...this.#options, signal: this.#dialSignal() });
+      const link = await this.#dial('rpc', this.#dialSignal());
       if (this.#closed) {
         link.markDead(this.#closed);
         throw this.#closedError();
@@ -161,6 +199,36 @@ export class HostLinks {
       throw err;
     } finally {
       this.#dialing = undefined;
+    }
+  }
+
+  /**
+   * Dials one link, counts it, and reports the dial and, later, the link's death as events. A
+   * dial that fails after close() fails with SshPoolClosedError.
+   */
+  async #dial(purpose: LinkPurpose, signal: AbortSignal): Promise<Link> {
+    this.#dials++;
+    const started = performance.now();
+    const durationMs = (): number => Math.round(performance.now() - started);
+    let link: Link;
+    try {
+      link = await openLink(this.target, purpose, { ...this.#options, signal });
+    } catch (err) {
+      const error = this.#closed ? this.#closedError() : err instanceof Error ? err : new Error(String(err));
+      this.#emitSafely('dial', { purpose, durationMs: durationMs(), error });
+      throw error;
+    }
+    this.#emitSafely('dial', { purpose, durationMs: durationMs() });
+    void link.dead.then((reason) => this.#emitSafely('death', { purpose, reason, ageMs: Date.now() - link.openedAt }));
+    return link;
+  }
+
+  /** Emits `event`; a listener's failure becomes a process warning, never the caller's failure. */
+  #emitSafely<K extends keyof HostLinksEvents>(event: K, ...args: HostLinksEvents[K]): void {
+    try {
+      (this as EventEmitter).emit(event, ...args);
+    } catch (err) {
+      process.emitWarning(err instanceof Error ? err : new Error(String(err)), { code: 'SSH_LINKS_LISTENER_FAILED' });
     }
   }
 
@@ -212,9 +280,7 @@ export class HostLinks {
         waitMs,
       );
       const onAbort = (): void =>
-        waiter.fail(
-          new SshPoolQueueTimeoutError(`${this.target.name}: aborted while queued`, { cause: signal?.reason }),
-        );
+        waiter.fail(new SshAbortedError(`${this.target.name}: call aborted while queued`, { cause: signal?.reason }));
       signal?.addEventListener('abort', onAbort, { once: true });
       this.#queue.push(waiter);
     });
@@ -256,49 +322,6 @@ export class LinkPool {
     for (const h of this.#hosts.values()) h.close();
     this.#hosts.clear();
   }
-}
-
-/**
- * Settles like `p`, unless `deadline` (ms since the epoch) passes or `signal` fires first; `p` is
- * left running either way (its outcome is observed, never unhandled).
- */
-function waitBounded<T>(
-  p: Promise<T>,
-  deadline: number,
-  signal: AbortSignal | undefined,
-  onTimeout: () => Error,
-  onAbort: () => Error,
-): Promise<T> {
-  p.catch(() => undefined); // observed even when this caller gives up before it settles
-  if (signal?.aborted === true) return Promise.reject(onAbort());
-  return new Promise<T>((resolve, reject) => {
-    const done = (): void => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', abort);
-    };
-    const abort = (): void => {
-      done();
-      reject(onAbort());
-    };
-    const timer = setTimeout(
-      () => {
-        done();
-        reject(onTimeout());
-      },
-      Math.max(0, deadline - Date.now()),
-    );
-    signal?.addEventListener('abort', abort, { once: true });
-    p.then(
-      (value) => {
-        done();
-        resolve(value);
-      },
-      (err: unknown) => {
-        done();
-        reject(err instanceof Error ? err : new Error(String(err)));
-      },
-    );
-  });
 }
 
 function sameTarget(a: HostTarget, b: HostTarget): boolean {

@@ -17,9 +17,10 @@ import {
 } from './errors.ts';
 import { classifyClientError, classifyOpenError } from './classify.ts';
 import type { SshLogger } from './logger.ts';
+import { DEFAULT_LIBVIRT_SOCKET } from '../rules.ts';
 
-/** The libvirt daemon's read-write socket on a host. */
-export const DEFAULT_LIBVIRT_SOCKET = '/var/run/libvirt/libvirt-sock';
+/** The libvirt daemon's read-write socket on a host. (lib/rules.ts) */
+export { DEFAULT_LIBVIRT_SOCKET };
 /** Default bound on opening one forwarded channel. */
 export const DEFAULT_OPEN_TIMEOUT_MS = 10_000;
 

@@ -18,12 +18,12 @@ import {
   OWNER_METADATA_URI,
   buildDomainXml,
   buildOwnerMetadataElement,
-  buildVolumeXml,
   parseOwnerMetadata,
-} from '../../lib/kvm2/domain-xml.ts';
-import type { OwnerMetadata } from '../../lib/kvm2/domain-xml.ts';
-import { buildSeedImage } from '../../lib/kvm2/seed.ts';
-import { buildCloudInitSeed } from '../../lib/kvm2/cloud-config.ts';
+} from '../../lib/kvm2/proxy/domain-xml.ts';
+import { buildVolumeXml } from '../../lib/kvm2/volume-xml.ts';
+import type { OwnerMetadata } from '../../lib/kvm2/proxy/domain-xml.ts';
+import { buildSeedImage } from '../../lib/kvm2/seed/seed-image.ts';
+import { buildCloudInitSeed } from '../../lib/kvm2/seed/cloud-config.ts';
 import { hostPath, inHost, loadTestHosts } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
 

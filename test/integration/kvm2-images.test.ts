@@ -1,5 +1,5 @@
 /**
- * The base-image cache of the kvm2 provider (lib/kvm2/images.ts) against a real test host (ep-h1:
+ * The base-image cache of the kvm2 provider (lib/kvm2/images/ensure.ts) against a real test host (ep-h1:
  * sshd and libvirtd in their own namespaces) and a real HTTP mirror on 127.0.0.1
  * (test/support/mirror.ts). Volumes are checked with a libvirt client of the test's own (the
  * host's socket, reached locally), and the uploaded file's sha256 is computed from the host's
@@ -23,9 +23,9 @@ import {
   ImageFormatError,
   InsufficientCapacity,
 } from '../../lib/kvm2/errors.ts';
-import { ensureImage } from '../../lib/kvm2/images.ts';
-import type { EnsureImageInput, ImageProgress, ImageSpec, ImageTimeouts } from '../../lib/kvm2/images.ts';
-import { baseVolumeName, markerVolumeName } from '../../lib/kvm2/names.ts';
+import { ensureImage } from '../../lib/kvm2/images/ensure.ts';
+import type { EnsureImageInput, ImageProgress, ImageSpec, ImageTimeouts } from '../../lib/kvm2/images/ensure.ts';
+import { baseVolumeName, markerVolumeName } from '../../lib/kvm2/images/base-names.ts';
 import type { Link } from '../../lib/ssh/link.ts';
 import { HostLinks } from '../../lib/ssh/pool.ts';
 import { ImageMirror, sha256Hex } from '../support/mirror.ts';

@@ -141,6 +141,20 @@ describe('parseProvidersYaml: each problem names the field and the fix', () => {
       fix: /absolute path of the SSH private key/,
     },
     {
+      what: 'an SSH user that ssh would read as an option',
+      text: edit('        address: 192.0.2.10', '        address: 192.0.2.10\n        user: "-oProxyCommand=x"'),
+      path: 'providers[0].hosts[0].user',
+      message: /must be a user name/,
+      fix: /the SSH user/,
+    },
+    {
+      what: 'an SSH user with a space',
+      text: edit('        address: 192.0.2.10', '        address: 192.0.2.10\n        user: "a b"'),
+      path: 'providers[0].hosts[0].user',
+      message: /must be a user name/,
+      fix: /the SSH user/,
+    },
+    {
       what: 'an entry name with capitals',
       text: edit('  - name: lab', '  - name: Lab_A'),
       path: 'providers[0].name',
@@ -439,6 +453,27 @@ describe('parseProvidersYaml: YAML errors', () => {
   it('resolves anchors and aliases within the limit', () => {
     const text = `hostdefs: &h\n  keyFile: /k\n` + MINIMAL;
     assert.equal(issuesOf(text)[0]!.path, 'hostdefs');
+  });
+
+  it('refuses a billion-laughs document (aliases of aliases) quickly, in bounded memory, with a clear error', () => {
+    // Nine levels of ten aliases each would expand to 10^9 strings; maxAliasCount stops it.
+    const levels = ['a0: &a0 "lol"'];
+    for (let i = 1; i <= 9; i++)
+      levels.push(
+        `a${i}: &a${i} [${Array(10)
+          .fill(`*a${i - 1}`)
+          .join(', ')}]`,
+      );
+    const text = `${levels.join('\n')}\n${MINIMAL}`;
+    const heapBefore = process.memoryUsage().heapUsed;
+    const t0 = performance.now();
+    const issues = issuesOf(text);
+    const tookMs = performance.now() - t0;
+    assert.equal(issues[0]!.path, '(yaml)');
+    assert.match(issues[0]!.message, /YAML error: .*alias/i);
+    assert.match(issues[0]!.fix, /at most 100 alias expansions/);
+    assert.ok(tookMs < 2_000, `refused after ${tookMs} ms`);
+    assert.ok(process.memoryUsage().heapUsed - heapBefore < 256 * 1024 * 1024, 'heap stayed bounded');
   });
 });
 

@@ -18,10 +18,10 @@ import {
   OWNER_METADATA_URI,
   buildDomainXml,
   buildOwnerMetadataElement,
-  buildVolumeXml,
   parseOwnerMetadata,
-} from '../../lib/kvm2/domain-xml.ts';
-import type { DomainSpec } from '../../lib/kvm2/domain-xml.ts';
+} from '../../lib/kvm2/proxy/domain-xml.ts';
+import { buildVolumeXml } from '../../lib/kvm2/volume-xml.ts';
+import type { DomainSpec } from '../../lib/kvm2/proxy/domain-xml.ts';
 import { escapeXml, findElement, parseXml } from '../../lib/kvm2/xml.ts';
 import { Kvm2BuildError, XmlSyntaxError } from '../../lib/kvm2/build-errors.ts';
 

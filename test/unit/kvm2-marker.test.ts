@@ -1,11 +1,11 @@
 /**
- * Parsing of base-image markers (lib/kvm2/image-volumes.ts): a valid v1 record is accepted; any
+ * Parsing of base-image markers (lib/kvm2/images/volumes.ts): a valid v1 record is accepted; any
  * other content is debris (a reason string); a marker of a newer version is refused, never debris.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { ImageCorruptError } from '../../lib/kvm2/errors.ts';
-import { parseMarker } from '../../lib/kvm2/images.ts';
+import { parseMarker } from '../../lib/kvm2/images/ensure.ts';
 
 const valid = {
   v: 1,

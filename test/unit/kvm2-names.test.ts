@@ -1,18 +1,14 @@
 /**
- * Volume names of the kvm2 provider (lib/kvm2/names.ts): the base and marker names per provider
+ * Volume names of the kvm2 provider (lib/kvm2/images/base-names.ts): the base and marker names per provider
  * entry, and the identifier rule that keeps them safe in file names and XML.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { Kvm2NameError } from '../../lib/kvm2/errors.ts';
-import {
-  baseVolumeName,
-  checkIdentifier,
-  isIdentifier,
-  MAX_IDENTIFIER_LENGTH,
-  markerVolumeName,
-} from '../../lib/kvm2/names.ts';
-import type { ImageFormat } from '../../lib/kvm2/names.ts';
+import { baseVolumeName, markerVolumeName } from '../../lib/kvm2/images/base-names.ts';
+import { checkIdentifier } from '../../lib/kvm2/identifier.ts';
+import { isIdentifier, MAX_IDENTIFIER_LENGTH } from '../../lib/rules.ts';
+import type { ImageFormat } from '../../lib/kvm2/images/base-names.ts';
 
 describe('kvm2 volume names', () => {
   test('base and marker names carry the entry, the key and the format', () => {

@@ -19,8 +19,8 @@ import {
   buildNetworkConfig,
   buildSquidConf,
   buildUserData,
-} from '../../lib/kvm2/cloud-config.ts';
-import type { CloudInitSpec } from '../../lib/kvm2/cloud-config.ts';
+} from '../../lib/kvm2/seed/cloud-config.ts';
+import type { CloudInitSpec } from '../../lib/kvm2/seed/cloud-config.ts';
 import { Kvm2BuildError } from '../../lib/kvm2/build-errors.ts';
 
 const pexec = promisify(execFile);

@@ -14,8 +14,8 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import type { TestContext } from 'node:test';
 import assert from 'node:assert/strict';
-import { buildSeedImage } from '../../lib/kvm2/seed.ts';
-import { buildCloudInitSeed } from '../../lib/kvm2/cloud-config.ts';
+import { buildSeedImage } from '../../lib/kvm2/seed/seed-image.ts';
+import { buildCloudInitSeed } from '../../lib/kvm2/seed/cloud-config.ts';
 
 const pexec = promisify(execFile);
 const TOOL_TIMEOUT_MS = 20_000;

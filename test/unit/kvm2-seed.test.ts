@@ -5,8 +5,8 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { ISO_SECTOR_BYTES, buildIso9660 } from '../../lib/kvm2/iso9660.ts';
-import { SEED_VOLUME_ID, buildSeedImage } from '../../lib/kvm2/seed.ts';
+import { ISO_SECTOR_BYTES, buildIso9660 } from '../../lib/kvm2/seed/iso9660.ts';
+import { SEED_VOLUME_ID, buildSeedImage } from '../../lib/kvm2/seed/seed-image.ts';
 import { Kvm2BuildError } from '../../lib/kvm2/build-errors.ts';
 
 const S = ISO_SECTOR_BYTES;

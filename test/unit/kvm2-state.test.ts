@@ -1,8 +1,8 @@
 /** The (state, reason) → proxy state table, row by row (literal values from libvirt.h). */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { proxyVmState } from '../../lib/kvm2/state.ts';
-import type { ProxyVmState } from '../../lib/kvm2/state.ts';
+import { proxyVmState } from '../../lib/kvm2/proxy/vm-state.ts';
+import type { ProxyVmState } from '../../lib/kvm2/proxy/vm-state.ts';
 
 // [state, reason, expected, what]
 const rows: [number, number, ProxyVmState, string][] = [

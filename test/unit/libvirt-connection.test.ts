@@ -518,11 +518,44 @@ describe('LibvirtConnection: teardown', () => {
     }
   });
 
-  it('whenWritable resolves at once on an idle transport and rejects on a dead one', async () => {
+  it('whenWritable resolves at once on an idle transport and rejects on a dead one with its reason', async () => {
     const r = rig();
     await within(r.conn.whenWritable(), 100);
-    r.conn.kill(new Error('gone'));
-    await rejectionOf(r.conn.whenWritable(), 100);
+    const gone = new LibvirtConnectionError('gone');
+    r.conn.kill(gone);
+    assert.equal(await rejectionOf(r.conn.whenWritable(), 100), gone);
+  });
+
+  it('kill settles every waiter before it destroys the transport (H1 order)', async () => {
+    const r = rig({}, { read: false });
+    const calls = [r.conn.call(CONNECT_GET_LIB_VERSION, EMPTY), r.conn.call(CONNECT_GET_LIB_VERSION, EMPTY)];
+    const outcomes = calls.map((c) =>
+      c.then(
+        () => 'resolved',
+        () => 'rejected',
+      ),
+    );
+    const sinkDeaths: Error[] = [];
+    r.conn.registerStream(r.conn.allocSerial(), { onPacket: () => {}, onDead: (e) => void sinkDeaths.push(e) });
+    const listenerRan: Error[] = [];
+    r.conn.onDeath((e) => void listenerRan.push(e));
+    let atDestroy:
+      { pending: number; streams: number; reason: Error | undefined; sinks: number; listeners: number } | undefined;
+    const destroy = r.client.destroy.bind(r.client);
+    r.client.destroy = (err?: Error) => {
+      atDestroy ??= {
+        pending: r.conn.pendingCalls,
+        streams: r.conn.openStreams,
+        reason: r.conn.deadReason,
+        sinks: sinkDeaths.length,
+        listeners: listenerRan.length,
+      };
+      return destroy(err);
+    };
+    const reason = new LibvirtConnectionError('link marked dead');
+    r.conn.kill(reason);
+    assert.deepEqual(atDestroy, { pending: 0, streams: 0, reason, sinks: 1, listeners: 1 });
+    assert.deepEqual(await Promise.all(outcomes), ['rejected', 'rejected']);
   });
 
   it('kill returns at once and rejects every pending call while the peer reads nothing (H1)', async () => {

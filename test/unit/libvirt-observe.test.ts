@@ -117,7 +117,7 @@ test('a failed call records the exception, an error status, and a warn line with
 test('an upload is observed as a whole: one stream line with the bytes sent', async () => {
   const { pairWithPeer } = await import('../support/fake-daemon.ts');
   const { LibvirtConnection } = await import('../../lib/libvirt/connection.ts');
-  const { uploadStream } = await import('../../lib/libvirt/stream.ts');
+  const { uploadStream } = await import('../../lib/libvirt/upload.ts');
   const { VOL_UPLOAD_CALL } = await import('./fixtures/libvirt-frames.ts');
   const { client, peer } = pairWithPeer();
   const { logger, lines } = capture();

@@ -1,5 +1,5 @@
 /**
- * Upload streams (lib/libvirt/stream.ts, LibvirtClient.storageVolUpload) against a scripted daemon
+ * Upload streams (lib/libvirt/upload.ts, LibvirtClient.storageVolUpload) against a scripted daemon
  * over `duplexPair()`: packet sizes and content, finish and its confirmation, daemon errors at any
  * time (no abort needed), source failures and stalls (abort, confirmed, connection still usable),
  * aborts, bounded waits, backpressure, and that nothing outlives the upload on any path (H2).
@@ -21,8 +21,8 @@ import {
   LibvirtTimeoutError,
   LibvirtUploadSourceError,
 } from '../../lib/libvirt/errors.ts';
-import { uploadStream } from '../../lib/libvirt/stream.ts';
-import type { UploadOptions } from '../../lib/libvirt/stream.ts';
+import { uploadStream } from '../../lib/libvirt/upload.ts';
+import type { UploadOptions } from '../../lib/libvirt/upload.ts';
 import { ProjectError } from '../../lib/errors.ts';
 import { pairWithPeer, rejectionOf, sleep, WIRE, within, xdr } from '../support/fake-daemon.ts';
 import type { ScriptedPeer, WirePacket } from '../support/fake-daemon.ts';

@@ -21,7 +21,7 @@ import {
 } from '../../lib/ssh/errors.ts';
 import type { HostTarget } from '../../lib/ssh/link.ts';
 import { HostLinks, LinkPool } from '../../lib/ssh/pool.ts';
-import type { HostLinksOptions } from '../../lib/ssh/pool.ts';
+import type { HostLinksOptions, LinkDeathEvent, LinkDialEvent, LinkRedialEvent } from '../../lib/ssh/pool.ts';
 import { rejectionOf, ScriptedPeer, sleep, within, xdr } from '../support/fake-daemon.ts';
 import type { WirePacket } from '../support/fake-daemon.ts';
 import { startSshd, startTarpit } from '../support/sshd.ts';
@@ -291,7 +291,9 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     controller.abort(new Error('caller gave up'));
     const err = await rejectionOf(aborted, 500);
     assert.ok(performance.now() - t0 < 100, 'rejected at once');
-    assert.ok(err instanceof SshPoolQueueTimeoutError, String(err));
+    // Aborted is not timed out: the caller's own abort, with its reason as the cause.
+    assert.ok(err instanceof SshAbortedError, String(err));
+    assert.equal((err.cause as Error).message, 'caller gave up');
     assert.equal(errorKind(err), 'Transient');
     assert.equal(h.stats().queued, 1);
     daemon.release();
@@ -314,6 +316,7 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
       1_000,
     );
     assert.ok(performance.now() - t0 < 100, `took ${performance.now() - t0} ms`);
+    assert.ok(err instanceof SshAbortedError, String(err));
     assert.equal(errorKind(err), 'Transient');
     assert.equal(h.stats().queued, 0);
     daemon.release();
@@ -385,6 +388,79 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     assert.equal(h.stats().dials, 2);
     assert.ok(h.pooledLink !== undefined && h.pooledLink !== link);
   });
+
+  void it(
+    'reports dials, a death with its reason, and the redial that replaces the pooled link, as events',
+    T,
+    async () => {
+      daemon.autoAnswer = true;
+      try {
+        const h = links();
+        const seen: string[] = [];
+        const deaths: LinkDeathEvent[] = [];
+        const dials: LinkDialEvent[] = [];
+        let redial: LinkRedialEvent | undefined;
+        h.on('dial', (e) => {
+          seen.push(`dial ${e.purpose}${e.error ? ' failed' : ''}`);
+          dials.push(e);
+        });
+        h.on('death', (e) => {
+          seen.push(`death ${e.purpose}`);
+          deaths.push(e);
+        });
+        h.on('redial', (e) => {
+          seen.push('redial');
+          redial = e;
+        });
+        assert.equal(await h.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }), LIB_VERSION);
+        const reason = new Error('keepalive timeout (test)');
+        h.pooledLink!.markDead(reason);
+        await until(() => deaths.length === 1, 1_000, 'death event');
+        assert.equal(deaths[0]!.reason, reason);
+        assert.ok(deaths[0]!.ageMs >= 0);
+        assert.equal(await h.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }), LIB_VERSION);
+        assert.equal(redial?.previousReason, reason);
+        const bulk = await h.dedicated('bulk');
+        const closing = new Error('bulk done');
+        bulk.markDead(closing);
+        await until(() => deaths.length === 2, 1_000, 'second death event');
+        assert.equal(deaths[1]!.reason, closing);
+        assert.deepEqual(seen, ['dial rpc', 'death rpc', 'redial', 'dial rpc', 'dial bulk', 'death bulk']);
+        assert.ok(dials.every((d) => d.durationMs >= 0 && d.error === undefined));
+        assert.equal(h.stats().dials, 3, 'stats() counts the same dials');
+      } finally {
+        daemon.autoAnswer = false;
+      }
+    },
+  );
+
+  void it(
+    'a failed dial is reported with its error; a throwing listener becomes a warning, not a failure',
+    T,
+    async () => {
+      const warnings: Error[] = [];
+      const onWarning = (w: Error): void => void warnings.push(w);
+      process.on('warning', onWarning);
+      try {
+        const h = links({}, { socketPath: join(sshd.dir, 'no-such-socket') });
+        const failed: LinkDialEvent[] = [];
+        h.on('dial', (e) => {
+          failed.push(e);
+          throw new Error('metrics exporter broke');
+        });
+        const err = await rejectionOf(
+          h.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }),
+          6_000,
+        );
+        assert.equal(failed.length, 1);
+        assert.equal(failed[0]!.error, err, 'the event carries the error the caller got');
+        await sleep(10);
+        assert.ok(warnings.some((w) => w.message === 'metrics exporter broke'));
+      } finally {
+        process.off('warning', onWarning);
+      }
+    },
+  );
 
   void it('a dial is bounded by the call budget, not only by the dial timeouts', T, async () => {
     const h = links(

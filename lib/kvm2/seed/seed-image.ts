@@ -2,7 +2,7 @@
  * The cloud-init NoCloud seed image: an ISO 9660 + Joliet volume labelled `cidata` holding
  * `meta-data`, `user-data` and optionally `network-config` in its root. cloud-init finds it by
  * label (blkid) and reads the Joliet names. Attach it as a read-only virtio disk, not a SATA
- * CD-ROM: Debian's cloud kernel has no AHCI driver (see domain-xml.ts).
+ * CD-ROM: Debian's cloud kernel has no AHCI driver (see proxy/domain-xml.ts).
  */
 import { buildIso9660 } from './iso9660.ts';
 

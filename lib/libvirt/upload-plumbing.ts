@@ -1,9 +1,9 @@
 /**
  * Plumbing of upload streams: a deferred whose rejection can be subscribed to and unsubscribed
- * from (so waits retain nothing), a bounded race, the packet-buffer ring, and a sync-to-async
- * iterator adapter.
+ * from (so waits retain nothing; see waitBounded in lib/wait.ts), the packet-buffer ring, and a
+ * sync-to-async iterator adapter.
  */
-import { PACKET_PREFIX_BYTES } from './connection.ts';
+import { PACKET_PREFIX_BYTES } from './packet.ts';
 
 /** A promise settled from outside, whose rejection can be subscribed to (see `onReject`). */
 export class Deferred<T> {
@@ -49,37 +49,6 @@ export class Deferred<T> {
     if (this.settled) return () => {};
     this.#onReject.add(fn);
     return () => this.#onReject.delete(fn);
-  }
-}
-
-/**
- * Races `p` against the rejection of `others` and a timer; the timer and the subscriptions are
- * always released. Once the timer fired, its error wins even if `onTimeout` (by killing the
- * connection) rejected one of `others` first.
- */
-export async function within<T>(
-  p: Promise<T>,
-  others: readonly Pick<Deferred<never>, 'onReject'>[],
-  ms: number,
-  onTimeout: () => Error,
-): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  let timedOut: Error | undefined;
-  const unsubscribe: (() => void)[] = [];
-  const interrupt = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => {
-      timedOut = onTimeout();
-      reject(timedOut);
-    }, ms);
-    for (const d of others) unsubscribe.push(d.onReject(reject));
-  });
-  try {
-    return await Promise.race([p, interrupt]);
-  } catch (err) {
-    throw timedOut ?? err;
-  } finally {
-    clearTimeout(timer);
-    for (const off of unsubscribe) off();
   }
 }
 

@@ -1,11 +1,10 @@
 /**
- * Types of the base-image cache (lib/kvm2/images.ts): its input and output, the marker record,
+ * Types of the base-image cache (lib/kvm2/images/ensure.ts): its input and output, the marker record,
  * and the internal plan and call context shared by its parts.
  */
-import type { CallOptions } from '../libvirt/connection.ts';
-import type { LibvirtClient } from '../libvirt/client.ts';
-import type { HostLinks } from '../ssh/pool.ts';
-import type { ImageFormat } from './names.ts';
+import type { Rpc } from '../rpc.ts';
+import type { HostLinks } from '../../ssh/pool.ts';
+import type { ImageFormat } from './base-names.ts';
 
 /** One configured base image of a provider entry. */
 export interface ImageSpec {
@@ -110,9 +109,6 @@ export interface Plan {
   timeouts: ImageTimeouts;
   logger: EnsureImageLogger | undefined;
 }
-
-/** A short libvirt call on the host's pooled link, under a budget (internal). */
-export type Rpc = <T>(fn: (client: LibvirtClient, call: CallOptions) => Promise<T>) => Promise<T>;
 
 /** What the parts of one ensure share (internal). */
 export interface Ctx {

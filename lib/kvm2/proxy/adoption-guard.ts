@@ -3,14 +3,14 @@
  * installation's owner UID and the expected provider entry. A domain without the mark, or with
  * another owner, is refused with a Permanent error and left untouched.
  */
-import { DomainAffect, ErrorNumber, MetadataType } from '../libvirt/constants.ts';
-import type { CallOptions } from '../libvirt/connection.ts';
-import type { LibvirtClient } from '../libvirt/client.ts';
-import { LibvirtError } from '../libvirt/errors.ts';
-import type { Domain } from '../libvirt/protocol.ts';
+import { DomainAffect, ErrorNumber, MetadataType } from '../../libvirt/constants.ts';
+import type { CallOptions } from '../../libvirt/connection.ts';
+import type { LibvirtClient } from '../../libvirt/client.ts';
+import { LibvirtError } from '../../libvirt/errors.ts';
+import type { Domain } from '../../libvirt/protocol.ts';
 import { OWNER_METADATA_URI, parseOwnerMetadata } from './domain-xml.ts';
 import type { OwnerMetadata } from './domain-xml.ts';
-import { Kvm2AdoptionRefusedError } from './errors.ts';
+import { Kvm2AdoptionRefusedError } from '../errors.ts';
 
 /** The owner mark of a domain (persistent config), or undefined if it has none. */
 export async function readOwnerMark(

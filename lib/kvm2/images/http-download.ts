@@ -11,8 +11,9 @@ import { Transform } from 'node:stream';
 import type { Readable, TransformCallback } from 'node:stream';
 import { Agent, interceptors, request } from 'undici';
 import type { Dispatcher } from 'undici';
-import { ProjectError } from '../errors.ts';
-import { ImageAbortedError, ImageDownloadError, ImageSpecError, ImageTruncatedError } from './errors.ts';
+import { ProjectError } from '../../errors.ts';
+import { isHttpUrl } from '../../rules.ts';
+import { ImageAbortedError, ImageDownloadError, ImageSpecError, ImageTruncatedError } from '../errors.ts';
 
 export interface HttpDownloadOptions {
   /** Bound on the TCP (and TLS) connect, in ms. */
@@ -64,17 +65,8 @@ export interface HttpDownload {
 /** Status codes that may succeed on a retry; other 4xx (and unexpected statuses) are Permanent. */
 const TRANSIENT_STATUS = new Set([408, 425, 429]);
 
-function checkUrl(url: string): URL {
-  let parsed: URL;
-  try {
-    parsed = new URL(url);
-  } catch (err) {
-    throw new ImageSpecError('url', `is not a valid URL: ${JSON.stringify(url)}`, { cause: err });
-  }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new ImageSpecError('url', `must be an http or https URL, got ${JSON.stringify(url)}`);
-  }
-  return parsed;
+function checkUrl(url: string): void {
+  if (!isHttpUrl(url)) throw new ImageSpecError('url', `must be an http or https URL, got ${JSON.stringify(url)}`);
 }
 
 /** Maps a failure of undici (request or body) to a project error. */

@@ -4,19 +4,19 @@
  * after any partial failure converges on one domain and one set of volumes, never duplicates.
  */
 import { Readable } from 'node:stream';
-import { ErrorNumber } from '../libvirt/constants.ts';
-import type { LibvirtClient } from '../libvirt/client.ts';
-import { LibvirtError } from '../libvirt/errors.ts';
-import type { Domain, StoragePool, StorageVol } from '../libvirt/protocol.ts';
-import type { HostLinks } from '../ssh/pool.ts';
-import { buildCloudInitSeed } from './cloud-config.ts';
-import { buildDomainXml, buildVolumeXml } from './domain-xml.ts';
-import { InsufficientCapacity } from './errors.ts';
-import { assertOwned, readOwnerMark } from './guard.ts';
-import { proxyObjectNames } from './proxy-names.ts';
-import type { ProxyIdentity } from './proxy-names.ts';
-import { buildSeedImage } from './seed.ts';
-import { proxyVmState } from './state.ts';
+import { ErrorNumber } from '../../libvirt/constants.ts';
+import { LibvirtError } from '../../libvirt/errors.ts';
+import type { HostLinks } from '../../ssh/pool.ts';
+import { buildCloudInitSeed } from '../seed/cloud-config.ts';
+import { buildDomainXml } from './domain-xml.ts';
+import { buildVolumeXml } from '../volume-xml.ts';
+import { InsufficientCapacity } from '../errors.ts';
+import { lookupDomain, lookupVol, rpcOn } from '../rpc.ts';
+import { assertOwned, readOwnerMark } from './adoption-guard.ts';
+import { proxyObjectNames } from './object-names.ts';
+import type { ProxyIdentity } from './object-names.ts';
+import { buildSeedImage } from '../seed/seed-image.ts';
+import { proxyVmState } from './vm-state.ts';
 
 const GiB = 1024 ** 3;
 
@@ -35,8 +35,9 @@ export interface CreateProxyInput extends ProxyIdentity {
   createdAt: string;
   /** Free pool space kept beyond the seed and overlay headers, in bytes. Default 1 GiB. */
   reserveBytes?: number;
-  /** Budget of each libvirt call, in ms. Default 30000. */
+  /** Budget of each libvirt call (queue wait, dial and call), in ms. Default 30000 (DEFAULT_RPC_TIMEOUT_MS). */
   rpcTimeoutMs?: number;
+  /** Ends the operation: the call in flight is aborted (its link killed) and the rest not made. */
   signal?: AbortSignal;
 }
 
@@ -51,33 +52,9 @@ export interface CreatedProxy {
   started: boolean;
 }
 
-async function lookupVol(
-  c: LibvirtClient,
-  pool: StoragePool,
-  name: string,
-  call: object,
-): Promise<StorageVol | undefined> {
-  try {
-    return await c.storageVolLookupByName(pool, name, call);
-  } catch (err) {
-    if (err instanceof LibvirtError && err.kind === 'NotFound') return undefined;
-    throw err;
-  }
-}
-
-async function lookupDomain(c: LibvirtClient, name: string, call: object): Promise<Domain | undefined> {
-  try {
-    return await c.domainLookupByName(name, call);
-  } catch (err) {
-    if (err instanceof LibvirtError && err.kind === 'NotFound') return undefined;
-    throw err;
-  }
-}
-
 /** Creates (or converges) the proxy's VM and starts it. */
 export async function createProxy(input: CreateProxyInput): Promise<CreatedProxy> {
   const names = proxyObjectNames(input);
-  const opts = { timeoutMs: input.rpcTimeoutMs ?? 30_000, signal: input.signal };
   const seed = buildSeedImage(
     buildCloudInitSeed({
       instanceId: names.uuid,
@@ -86,19 +63,16 @@ export async function createProxy(input: CreateProxyInput): Promise<CreatedProxy
       allowedClientCidrs: input.squid.allowedClientCidrs,
     }),
   );
-  const { links } = input;
-  const rpc = <T>(
-    fn: (c: LibvirtClient, call: { timeoutMs?: number; signal?: AbortSignal }) => Promise<T>,
-  ): Promise<T> => links.call(fn, opts);
+  const rpc = rpcOn(input.links, input);
 
   // An existing domain of this name must be ours before anything else is touched.
-  const existing = await rpc((c, call) => lookupDomain(c, names.domain, call));
+  const existing = await lookupDomain(rpc, names.domain);
   if (existing)
     assertOwned(names.domain, await rpc((c, call) => readOwnerMark(c, existing, call)), input.ownerUid, input.entry);
 
   const pool = await rpc((c, call) => c.storagePoolLookupByName(input.pool, call));
-  let overlay = await rpc((c, call) => lookupVol(c, pool, names.overlayVolume, call));
-  let seedVol = await rpc((c, call) => lookupVol(c, pool, names.seedVolume, call));
+  let overlay = await lookupVol(rpc, pool, names.overlayVolume);
+  let seedVol = await lookupVol(rpc, pool, names.seedVolume);
   if (!overlay || !seedVol) {
     const info = await rpc((c, call) => c.storagePoolGetInfo(pool, call));
     const needed = (seedVol ? 0 : seed.length) + (overlay ? 0 : 4 * 1024 * 1024) + (input.reserveBytes ?? GiB);

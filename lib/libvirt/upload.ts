@@ -8,11 +8,13 @@
  */
 import { Readable } from 'node:stream';
 import { MessageStatus, procName } from './constants.ts';
-import { decodeRemoteError, PACKET_PREFIX_BYTES } from './connection.ts';
-import { Deferred, PacketRing, syncToAsync, within } from './stream-support.ts';
+import { PACKET_PREFIX_BYTES } from './packet.ts';
+import { Deferred, PacketRing, syncToAsync } from './upload-plumbing.ts';
+import { waitBounded } from '../wait.ts';
 import type { CallOptions, LibvirtConnection } from './connection.ts';
 import {
   checkDurationMs,
+  decodeRemoteError,
   LibvirtAbortedError,
   LibvirtConnectionError,
   LibvirtProtocolError,
@@ -175,7 +177,13 @@ export async function uploadStream(
     filled = 0;
     // Backpressure is honoured before writing, not after: while the transport drains the last
     // packet, the loop already fills the next one.
-    if (conn.writeBlocked) await within(conn.whenWritable(), [failure, aborted], writeIdleTimeoutMs, stalledTransport);
+    if (conn.writeBlocked) {
+      await waitBounded(conn.whenWritable(), {
+        timeoutMs: writeIdleTimeoutMs,
+        onTimeout: stalledTransport,
+        interrupts: [failure, aborted],
+      });
+    }
     conn.writeStreamBuffer(proc, serial, MessageStatus.CONTINUE, buf, bytes, () => ring.release(buf));
     total += bytes;
     options.onProgress?.({ bytes: total });
@@ -183,7 +191,11 @@ export async function uploadStream(
 
   const append = async (chunk: Uint8Array): Promise<void> => {
     for (let offset = 0; offset < chunk.length;) {
-      packet ??= await within(ring.acquire(), [failure, aborted], writeIdleTimeoutMs, stalledTransport);
+      packet ??= await waitBounded(ring.acquire(), {
+        timeoutMs: writeIdleTimeoutMs,
+        onTimeout: stalledTransport,
+        interrupts: [failure, aborted],
+      });
       const n = Math.min(chunkBytes - filled, chunk.length - offset);
       packet.set(chunk.subarray(offset, offset + n), PACKET_PREFIX_BYTES + filled);
       filled += n;
@@ -198,12 +210,12 @@ export async function uploadStream(
     observation = conn.observeStream(proc, serial);
     if (failure.settled) await failure.promise;
     for (;;) {
-      const next = await within(
-        iterator.next(),
-        [failure, aborted],
-        sourceIdleTimeoutMs,
-        () => new LibvirtUploadSourceError(`${name} upload: the source produced no data for ${sourceIdleTimeoutMs} ms`),
-      ).catch((err: unknown) => {
+      const next = await waitBounded(iterator.next(), {
+        timeoutMs: sourceIdleTimeoutMs,
+        onTimeout: () =>
+          new LibvirtUploadSourceError(`${name} upload: the source produced no data for ${sourceIdleTimeoutMs} ms`),
+        interrupts: [failure, aborted],
+      }).catch((err: unknown) => {
         if (isRemote(err) || err instanceof LibvirtAbortedError || err instanceof LibvirtUploadSourceError) throw err;
         throw new LibvirtUploadSourceError(`${name} upload: the source failed: ${(err as Error).message}`, {
           cause: err,
@@ -227,12 +239,16 @@ export async function uploadStream(
     if (filled > 0) await send();
     finishing = true;
     conn.writeStreamPacket(proc, serial, MessageStatus.OK, []);
-    await within(confirmation.promise, [aborted], finishTimeoutMs, () => {
-      const err = new LibvirtTimeoutError(
-        `${conn.label}: ${name} upload: the daemon did not confirm the finish within ${finishTimeoutMs} ms; connection killed`,
-      );
-      conn.kill(err);
-      return markRemote(err);
+    await waitBounded(confirmation.promise, {
+      timeoutMs: finishTimeoutMs,
+      onTimeout: () => {
+        const err = new LibvirtTimeoutError(
+          `${conn.label}: ${name} upload: the daemon did not confirm the finish within ${finishTimeoutMs} ms; connection killed`,
+        );
+        conn.kill(err);
+        return markRemote(err);
+      },
+      interrupts: [aborted],
     });
     observation?.end({ bytesOut: total });
     return { bytes: total };
@@ -265,12 +281,10 @@ async function abortStream(
 ): Promise<void> {
   conn.writeStreamPacket(proc, serial, MessageStatus.ERROR, []);
   try {
-    await within(
-      confirmation.promise,
-      [],
-      abortTimeoutMs,
-      () => new LibvirtTimeoutError(`${name} upload: no abort confirmation within ${abortTimeoutMs} ms`),
-    );
+    await waitBounded(confirmation.promise, {
+      timeoutMs: abortTimeoutMs,
+      onTimeout: () => new LibvirtTimeoutError(`${name} upload: no abort confirmation within ${abortTimeoutMs} ms`),
+    });
   } catch (err) {
     if (err instanceof LibvirtTimeoutError) conn.kill(err);
     // A STREAM/ERROR answer also confirms the abort.

@@ -5,12 +5,12 @@
  * download is destroyed, the upload aborted, the link closed and the half-written base deleted.
  */
 import { Readable } from 'node:stream';
-import { ProjectError } from '../errors.ts';
-import { LibvirtUploadSourceError } from '../libvirt/errors.ts';
-import type { StoragePool, StorageVol } from '../libvirt/protocol.ts';
-import type { Link } from '../ssh/pool.ts';
-import { openHttpDownload } from './download.ts';
-import type { HttpDownload } from './download.ts';
+import { ProjectError } from '../../errors.ts';
+import { LibvirtUploadSourceError } from '../../libvirt/errors.ts';
+import type { StoragePool, StorageVol } from '../../libvirt/protocol.ts';
+import type { Link } from '../../ssh/pool.ts';
+import { openHttpDownload } from './http-download.ts';
+import type { HttpDownload } from './http-download.ts';
 import {
   ImageAbortedError,
   ImageCorruptError,
@@ -18,18 +18,18 @@ import {
   ImageFormatError,
   ImageVerifyError,
   InsufficientCapacity,
-} from './errors.ts';
-import type { Ctx, EnsuredImage, ImageMarker, ImageProgress, Plan } from './image-types.ts';
+} from '../errors.ts';
+import { lookupVol, rpcOn } from '../rpc.ts';
+import type { Ctx, EnsuredImage, ImageMarker, ImageProgress, Plan } from './types.ts';
 import {
   checkAgainstMarker,
   createVol,
   deleteQuietly,
   deleteVol,
-  lookupVol,
   MARKER_MAX_BYTES,
   readMarker,
   refreshQuietly,
-} from './image-volumes.ts';
+} from './volumes.ts';
 
 /** Interval between progress reports, in ms. */
 export const PROGRESS_INTERVAL_MS = 500;
@@ -54,14 +54,14 @@ export async function runEnsure(
     signal,
     what,
     emit,
-    rpc: (fn) => links.call(fn, { timeoutMs: timeouts.rpcMs, signal }),
-    cleanupRpc: (fn) => links.call(fn, { timeoutMs: timeouts.rpcMs }),
+    rpc: rpcOn(links, { rpcTimeoutMs: timeouts.rpcMs, signal }),
+    cleanupRpc: rpcOn(links, { rpcTimeoutMs: timeouts.rpcMs }),
   };
   try {
     const pool = await ctx.rpc((c, o) => c.storagePoolLookupByName(plan.pool, o));
     const [base, marker] = await Promise.all([
-      lookupVol(ctx, pool, plan.volumeName),
-      lookupVol(ctx, pool, plan.markerName),
+      lookupVol(ctx.rpc, pool, plan.volumeName),
+      lookupVol(ctx.rpc, pool, plan.markerName),
     ]);
     const record = marker === undefined ? undefined : await readMarker(ctx, marker);
     if (record !== undefined && typeof record !== 'string') {

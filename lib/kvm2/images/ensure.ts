@@ -11,11 +11,14 @@
  * processes the workflow layer guarantees a single fetch: one ensure-image workflow per (host,
  * entry, key), started with a fixed workflow ID and a use-existing conflict policy.
  */
-import { ImageAbortedError, ImageSpecError } from './errors.ts';
-import { runEnsure } from './image-fetch.ts';
-import type { EnsuredImage, EnsureImageInput, ImageProgress, Plan } from './image-types.ts';
-import { SHA256_RE } from './image-volumes.ts';
-import { baseVolumeName, checkIdentifier, markerVolumeName } from './names.ts';
+import { settled, waitBounded } from '../../wait.ts';
+import { ImageAbortedError, ImageSpecError } from '../errors.ts';
+import { runEnsure } from './fetch.ts';
+import type { EnsuredImage, EnsureImageInput, ImageProgress, Plan } from './types.ts';
+import { SHA256_RE } from './volumes.ts';
+import { checkDurationMs, isHttpUrl } from '../../rules.ts';
+import { checkIdentifier } from '../identifier.ts';
+import { baseVolumeName, markerVolumeName } from './base-names.ts';
 
 export type {
   EnsuredImage,
@@ -25,14 +28,14 @@ export type {
   ImageProgress,
   ImageSpec,
   ImageTimeouts,
-} from './image-types.ts';
-export { PROGRESS_INTERVAL_MS } from './image-fetch.ts';
-export { MARKER_MAX_BYTES, parseMarker } from './image-volumes.ts';
+} from './types.ts';
+export { PROGRESS_INTERVAL_MS } from './fetch.ts';
+export { MARKER_MAX_BYTES, parseMarker } from './volumes.ts';
 
 function planOf(input: EnsureImageInput): Plan {
   const { image } = input;
   checkIdentifier('entry', input.entry);
-  if (typeof image.url !== 'string' || !/^https?:\/\//i.test(image.url)) {
+  if (!isHttpUrl(image.url)) {
     throw new ImageSpecError(
       `images.${image.key}.url`,
       `must be an http or https URL, got ${JSON.stringify(image.url)}`,
@@ -48,11 +51,7 @@ function planOf(input: EnsureImageInput): Plan {
       );
     }
   }
-  for (const [field, ms] of Object.entries(input.timeouts)) {
-    if (typeof ms !== 'number' || !Number.isFinite(ms) || ms <= 0 || ms > 2_147_483_647) {
-      throw new RangeError(`timeouts.${field} must be a number of milliseconds in (0, 2147483647], got ${String(ms)}`);
-    }
-  }
+  for (const [field, ms] of Object.entries(input.timeouts)) checkDurationMs(`timeouts.${field}`, ms as number);
   return {
     entry: input.entry,
     key: image.key,
@@ -85,21 +84,6 @@ function sameImage(a: Plan, b: Plan): boolean {
   return a.entry === b.entry && a.key === b.key && a.url === b.url && a.sha256 === b.sha256;
 }
 
-/** Settles when `p` settles (either way), or rejects when `signal` fires first. */
-function settledOrAborted(p: Promise<unknown>, signal: AbortSignal | undefined, what: string): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    const onAbort = (): void =>
-      reject(new ImageAbortedError(`${what}: aborted by the caller`, { cause: signal?.reason }));
-    if (signal?.aborted === true) return onAbort();
-    signal?.addEventListener('abort', onAbort, { once: true });
-    const done = (): void => {
-      signal?.removeEventListener('abort', onAbort);
-      resolve();
-    };
-    p.then(done, done);
-  });
-}
-
 /**
  * Makes sure the base image `input.image` of `input.entry` is in the pool and verified, fetching
  * it when it is not; returns where it is. A hit makes no network request. See the module comment
@@ -118,7 +102,10 @@ export async function ensureImage(input: EnsureImageInput): Promise<EnsuredImage
     // Same image: wait for the same result. Another image under the same name (a changed URL or
     // digest, or a colliding entry/key): let the running ensure finish, then check against it.
     if (sameImage(existing.plan, plan)) return join(existing, input, what);
-    await settledOrAborted(existing.promise, input.signal, what);
+    await waitBounded(settled(existing.promise), {
+      signal: input.signal,
+      onAbort: () => new ImageAbortedError(`${what}: aborted by the caller`, { cause: input.signal?.reason }),
+    });
   }
   const shared: Shared = {
     plan,

@@ -10,34 +10,13 @@
  * entry `lab-a` with key `deb`). The marker records entry and key, and ensureImage refuses a base
  * whose marker names another pair (ImageConflictError), so such a collision never shares a base.
  */
-import { Kvm2NameError } from './errors.ts';
+import { Kvm2NameError } from '../errors.ts';
+import { checkIdentifier } from '../identifier.ts';
 
 /** Image file formats a base may have. */
 export type ImageFormat = 'qcow2' | 'raw';
 
-/** A lowercase identifier: a letter, then lowercase letters, digits or `-`. */
-export const IDENTIFIER_RE = /^[a-z][a-z0-9-]*$/;
-
-/** Longest identifier accepted, in characters (keeps every volume name far below 255 bytes). */
-export const MAX_IDENTIFIER_LENGTH = 63;
-
 const FORMATS: readonly string[] = ['qcow2', 'raw'];
-
-/** Whether `value` is an identifier usable in a volume name. */
-export function isIdentifier(value: unknown): value is string {
-  return typeof value === 'string' && value.length <= MAX_IDENTIFIER_LENGTH && IDENTIFIER_RE.test(value);
-}
-
-/** Returns `value` if it is an identifier; throws Kvm2NameError naming `field` and the rule otherwise. */
-export function checkIdentifier(field: string, value: unknown): string {
-  if (!isIdentifier(value)) {
-    throw new Kvm2NameError(
-      field,
-      `must be a lowercase identifier (a letter, then lowercase letters, digits or "-", at most ${MAX_IDENTIFIER_LENGTH}), got ${JSON.stringify(value)}`,
-    );
-  }
-  return value;
-}
 
 function checkFormat(value: unknown): ImageFormat {
   if (typeof value !== 'string' || !FORMATS.includes(value)) {

@@ -2,7 +2,7 @@
  * The one table from libvirt's (state, reason) to the provider's proxy state. `Missing` comes from
  * a NotFound lookup, not from this table.
  */
-import { DomainState } from '../libvirt/constants.ts';
+import { DomainState } from '../../libvirt/constants.ts';
 
 export type ProxyVmState = 'Provisioning' | 'Running' | 'Stopped' | 'Failed' | 'Missing';
 

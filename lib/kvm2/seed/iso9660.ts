@@ -9,7 +9,7 @@
  * (`META_DAT.;1`); Joliet keeps the real names (`meta-data`), which is what Linux, blkid and
  * cloud-init read. References: ECMA-119 (ISO 9660) sections 8-9, and the Joliet specification.
  */
-import { Kvm2BuildError } from './build-errors.ts';
+import { Kvm2BuildError } from '../build-errors.ts';
 
 /** One file of the root directory. */
 export interface IsoFile {

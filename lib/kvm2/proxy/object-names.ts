@@ -4,7 +4,7 @@
  * and MAC derive from (owner UID, entry, name): re-running a create defines the same domain.
  */
 import { createHash } from 'node:crypto';
-import { checkIdentifier } from './names.ts';
+import { checkIdentifier } from '../identifier.ts';
 
 export interface ProxyIdentity {
   /** Owner UID of this installation (the adoption guard's key). */

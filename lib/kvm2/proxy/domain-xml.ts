@@ -1,12 +1,12 @@
 /**
- * Libvirt XML for a proxy VM: the domain (with the owner mark in `<metadata>`) and storage
- * volumes (base, qcow2 overlay, seed). Pure. Every value is escaped; numbers, UUIDs and MACs are
+ * Libvirt XML for a proxy VM: the domain, with the owner mark in `<metadata>` (storage volumes
+ * are in ../volume-xml.ts). Pure. Every value is escaped; numbers, UUIDs and MACs are
  * validated. The seed is a read-only virtio disk, not a SATA CD-ROM: Debian's cloud kernel has no
- * AHCI driver, so a CD-ROM seed is invisible to cloud-init (DESIGN §6).
+ * AHCI driver, so a CD-ROM seed is invisible to cloud-init (docs/design.md).
  */
-import { Kvm2BuildError } from './build-errors.ts';
-import { escapeXml, findElement, parseXml } from './xml.ts';
-import type { XmlElement } from './xml.ts';
+import { Kvm2BuildError } from '../build-errors.ts';
+import { absolute, escapeXml, findElement, nonEmpty, parseXml } from '../xml.ts';
+import type { XmlElement } from '../xml.ts';
 
 /** The namespace of our `<metadata>` element (the `uri` of DOMAIN_GET/SET_METADATA). */
 export const OWNER_METADATA_URI = 'https://egress-proxies.dev/xmlns/kvm2/1';
@@ -43,18 +43,6 @@ export interface DomainSpec {
   /** Absolute path of the file the serial console is written to (appended across boots). */
   consoleLogPath: string;
   metadata: OwnerMetadata;
-}
-
-/** What {@link buildVolumeXml} describes. */
-export interface VolumeSpec {
-  name: string;
-  /** Virtual size in bytes (for an overlay: at least the backing image's). */
-  capacityBytes: number | bigint;
-  format: 'qcow2' | 'raw';
-  /** Absolute path of the backing volume (overlays only; needs format qcow2). */
-  backingPath?: string;
-  /** Format of the backing volume. Default `qcow2`. */
-  backingFormat?: 'qcow2' | 'raw';
 }
 
 const UUID_RE = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
@@ -185,40 +173,6 @@ export function parseOwnerMetadata(xml: string): OwnerMetadata | undefined {
   return { ownerUid, proxyName, providerEntry, createdAt };
 }
 
-/** The volume XML for STORAGE_VOL_CREATE_XML. */
-export function buildVolumeXml(spec: VolumeSpec): string {
-  if (typeof spec.capacityBytes === 'number' && !Number.isSafeInteger(spec.capacityBytes)) {
-    throw new Kvm2BuildError('capacityBytes', `must be a whole number of bytes, got ${spec.capacityBytes}`);
-  }
-  const capacity = BigInt(spec.capacityBytes);
-  if (capacity <= 0n || capacity >= 2n ** 63n) {
-    throw new Kvm2BuildError('capacityBytes', `must be positive and below 2^63, got ${capacity}`);
-  }
-  const format = oneOf(spec.format, 'format');
-  const lines = [
-    '<volume>',
-    `  <name>${escapeXml(nonEmpty(spec.name, 'name'), 'name')}</name>`,
-    `  <capacity unit='bytes'>${capacity}</capacity>`,
-    ...(format === 'raw' ? ["  <allocation unit='bytes'>0</allocation>"] : []),
-    '  <target>',
-    `    <format type='${format}'/>`,
-    '  </target>',
-  ];
-  if (spec.backingPath !== undefined) {
-    if (format !== 'qcow2') throw new Kvm2BuildError('format', 'must be qcow2 for a volume with a backing store');
-    const backingPath = escapeXml(absolute(spec.backingPath, 'backingPath'), 'backingPath');
-    lines.push(
-      '  <backingStore>',
-      `    <path>${backingPath}</path>`,
-      `    <format type='${oneOf(spec.backingFormat ?? 'qcow2', 'backingFormat')}'/>`,
-      '  </backingStore>',
-    );
-  } else if (spec.backingFormat !== undefined) {
-    throw new Kvm2BuildError('backingFormat', 'is given without backingPath');
-  }
-  return [...lines, '</volume>', ''].join('\n');
-}
-
 /** The mark; `indent` goes before each tag only, never into a value (which may hold newlines). */
 function ownerElement(meta: OwnerMetadata, prefixed: boolean, indent = ''): string {
   const p = prefixed ? `${OWNER_METADATA_PREFIX}:` : '';
@@ -235,27 +189,8 @@ function ownerElement(meta: OwnerMetadata, prefixed: boolean, indent = ''): stri
   ].join('\n');
 }
 
-function nonEmpty(value: string, field: string): string {
-  if (typeof value !== 'string' || value.trim() === '') throw new Kvm2BuildError(field, 'must be a non-empty string');
-  return value;
-}
-
-function absolute(path: string, field: string): string {
-  if (typeof path !== 'string' || !path.startsWith('/')) {
-    throw new Kvm2BuildError(field, `must be an absolute path, got ${JSON.stringify(path)}`);
-  }
-  return path;
-}
-
 function positiveInt(n: number, field: string): number {
   if (!Number.isSafeInteger(n) || n < 1)
     throw new Kvm2BuildError(field, `must be a positive integer, got ${String(n)}`);
   return n;
-}
-
-function oneOf(format: string, field: string): 'qcow2' | 'raw' {
-  if (format !== 'qcow2' && format !== 'raw') {
-    throw new Kvm2BuildError(field, `must be "qcow2" or "raw", got ${JSON.stringify(format)}`);
-  }
-  return format;
 }

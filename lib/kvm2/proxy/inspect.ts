@@ -2,22 +2,25 @@
  * Reading proxies: one proxy's state and address, and every proxy of a provider entry by its mark
  * (for garbage collection), the latter with no state or address calls.
  */
-import type { CallOptions } from '../libvirt/connection.ts';
-import type { LibvirtClient } from '../libvirt/client.ts';
-import { LibvirtError } from '../libvirt/errors.ts';
-import type { HostLinks } from '../ssh/pool.ts';
+import type { CallOptions } from '../../libvirt/connection.ts';
+import type { LibvirtClient } from '../../libvirt/client.ts';
+import { isNotFound, unlessNotFound } from '../../libvirt/errors.ts';
+import type { HostLinks } from '../../ssh/pool.ts';
+import { rpcOn } from '../rpc.ts';
 import { readAddress } from './addresses.ts';
 import type { AddressReading } from './addresses.ts';
-import { readOwnerMark } from './guard.ts';
-import { proxyObjectNames } from './proxy-names.ts';
-import type { ProxyIdentity } from './proxy-names.ts';
-import { proxyVmState } from './state.ts';
-import type { ProxyVmState } from './state.ts';
+import { readOwnerMark } from './adoption-guard.ts';
+import { proxyObjectNames } from './object-names.ts';
+import type { ProxyIdentity } from './object-names.ts';
+import { proxyVmState } from './vm-state.ts';
+import type { ProxyVmState } from './vm-state.ts';
 
 export interface GetProxyInput extends ProxyIdentity {
   links: HostLinks;
   network: string;
+  /** Budget of the whole reading (queue wait, dial and every call), in ms. Default 30000 (DEFAULT_RPC_TIMEOUT_MS). */
   rpcTimeoutMs?: number;
+  /** Ends the reading: the call in flight is aborted (its link killed). */
   signal?: AbortSignal;
 }
 
@@ -36,21 +39,18 @@ export interface ProxyStatus {
  */
 export async function getProxy(input: GetProxyInput): Promise<ProxyStatus> {
   const names = proxyObjectNames(input);
-  const opts = { timeoutMs: input.rpcTimeoutMs ?? 30_000, signal: input.signal };
-  return input.links.call(async (c, call) => {
-    let dom;
-    try {
-      dom = await c.domainLookupByName(names.domain, call);
-    } catch (err) {
-      if (err instanceof LibvirtError && err.kind === 'NotFound') return { state: 'Missing' as const };
-      throw err;
-    }
+  return rpcOn(
+    input.links,
+    input,
+  )(async (c, call) => {
+    const dom = await unlessNotFound(c.domainLookupByName(names.domain, call));
+    if (dom === undefined) return { state: 'Missing' as const };
     const libvirtState = await c.domainGetState(dom, call);
     const state = proxyVmState(libvirtState.state, libvirtState.reason);
     if (state !== 'Running') return { state, libvirtState };
     const address = await readAddress({ client: c, domain: dom, mac: names.mac, network: input.network, call });
     return { state, libvirtState, address };
-  }, opts);
+  });
 }
 
 export interface ListedProxy {
@@ -78,7 +78,7 @@ export async function listProxies(
       try {
         mark = await readOwnerMark(c, dom, call);
       } catch (err) {
-        if (err instanceof LibvirtError && err.kind === 'NotFound') continue; // undefined meanwhile
+        if (isNotFound(err)) continue; // undefined meanwhile
         throw err;
       }
       if (!mark || mark.providerEntry !== filter.entry) continue;

@@ -6,9 +6,9 @@
  * `on` and `0644` are not strings unless quoted).
  */
 import YAML from 'yaml';
-import { parseCidr } from '../config/cidr.ts';
-import { Kvm2BuildError } from './build-errors.ts';
-import type { SeedFiles } from './seed.ts';
+import { parseCidr } from '../../config/cidr.ts';
+import { Kvm2BuildError } from '../build-errors.ts';
+import type { SeedFiles } from './seed-image.ts';
 
 /** How the guest configures its NIC: leave it to the image, DHCP on `eth0`, or DHCP on the virtio NIC. */
 export type SeedNetworkMode = 'image' | 'eth0' | 'virtio';

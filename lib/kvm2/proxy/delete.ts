@@ -4,21 +4,25 @@
  * done; the base image is never touched. A domain without our mark, or another owner's, is
  * refused (adoption guard) and nothing is deleted.
  */
-import { DomainState, ErrorNumber, UndefineFlags } from '../libvirt/constants.ts';
-import type { LibvirtClient } from '../libvirt/client.ts';
-import { LibvirtError } from '../libvirt/errors.ts';
-import type { Domain, StoragePool } from '../libvirt/protocol.ts';
-import type { HostLinks } from '../ssh/pool.ts';
-import { assertOwned, readOwnerMark } from './guard.ts';
-import { proxyObjectNames } from './proxy-names.ts';
-import type { ProxyIdentity } from './proxy-names.ts';
+import { DomainState, ErrorNumber, UndefineFlags } from '../../libvirt/constants.ts';
+import type { LibvirtClient } from '../../libvirt/client.ts';
+import { isNotFound, LibvirtError, unlessNotFound } from '../../libvirt/errors.ts';
+import type { Domain } from '../../libvirt/protocol.ts';
+import type { HostLinks } from '../../ssh/pool.ts';
+import { lookupDomain, rpcOn } from '../rpc.ts';
+import type { Rpc } from '../rpc.ts';
+import { assertOwned, readOwnerMark } from './adoption-guard.ts';
+import { proxyObjectNames } from './object-names.ts';
+import type { ProxyIdentity } from './object-names.ts';
 
 export interface DeleteProxyInput extends ProxyIdentity {
   links: HostLinks;
   pool: string;
   /** Time given to a guest shutdown before the domain is destroyed, in ms. 0: destroy at once. */
   shutdownGraceMs?: number;
+  /** Budget of each libvirt call (queue wait, dial and call), in ms. Default 30000 (DEFAULT_RPC_TIMEOUT_MS). */
   rpcTimeoutMs?: number;
+  /** Ends the operation: the call in flight is aborted (its link killed) and the rest not made. */
   signal?: AbortSignal;
 }
 
@@ -30,7 +34,9 @@ export interface DeletedProxy {
   seed: Outcome;
 }
 
-const isNotFound = (err: unknown): boolean => err instanceof LibvirtError && err.kind === 'NotFound';
+/** The domain is not running (OPERATION_INVALID) or no longer exists: nothing to stop. */
+const notRunningOrGone = (err: unknown): boolean =>
+  isNotFound(err) || (err instanceof LibvirtError && err.libvirtCode === ErrorNumber.OPERATION_INVALID);
 
 /** libvirt ≥ 5.6 knows CHECKPOINTS_METADATA. */
 const CHECKPOINTS_SINCE = 5_006_000n;
@@ -42,39 +48,23 @@ async function undefineFlags(c: LibvirtClient, call: object): Promise<number> {
 
 export async function deleteProxy(input: DeleteProxyInput): Promise<DeletedProxy> {
   const names = proxyObjectNames(input);
-  const opts = { timeoutMs: input.rpcTimeoutMs ?? 30_000, signal: input.signal };
-  const rpc = <T>(
-    fn: (c: LibvirtClient, call: { timeoutMs?: number; signal?: AbortSignal }) => Promise<T>,
-  ): Promise<T> => input.links.call(fn, opts);
-  const absentOr = async (fn: () => Promise<unknown>): Promise<Outcome> => {
-    try {
-      await fn();
-      return 'deleted';
-    } catch (err) {
-      if (isNotFound(err)) return 'absent';
-      throw err;
-    }
-  };
+  const rpc = rpcOn(input.links, input);
+  const absentOr = async (fn: () => Promise<unknown>): Promise<Outcome> =>
+    (await unlessNotFound(fn().then(() => 'deleted' as const))) ?? 'absent';
 
-  let dom: Domain | undefined;
-  try {
-    dom = await rpc((c, call) => c.domainLookupByName(names.domain, call));
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
-  }
+  const dom = await lookupDomain(rpc, names.domain);
   let domainOutcome: Outcome = 'absent';
   if (dom) {
     const d = dom;
     assertOwned(names.domain, await rpc((c, call) => readOwnerMark(c, d, call)), input.ownerUid, input.entry);
     const grace = input.shutdownGraceMs ?? 0;
-    if (grace > 0) await shutdownWithin(input.links, d, grace, opts);
+    if (grace > 0) await shutdownWithin(rpc, d, grace);
     await rpc(async (c, call) => {
       try {
         await c.domainDestroy(d, 0, call);
       } catch (err) {
         // Not running (OPERATION_INVALID) or already gone: nothing to destroy.
-        if (!(isNotFound(err) || (err instanceof LibvirtError && err.libvirtCode === ErrorNumber.OPERATION_INVALID)))
-          throw err;
+        if (!notRunningOrGone(err)) throw err;
       }
     });
     domainOutcome = await absentOr(() =>
@@ -95,12 +85,7 @@ export async function deleteProxy(input: DeleteProxyInput): Promise<DeletedProxy
     );
   }
   // A missing pool means the volumes are gone with it.
-  let pool: StoragePool | undefined;
-  try {
-    pool = await rpc((c, call) => c.storagePoolLookupByName(input.pool, call));
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
-  }
+  const pool = await rpc((c, call) => unlessNotFound(c.storagePoolLookupByName(input.pool, call)));
   const volume = async (name: string): Promise<Outcome> => {
     if (!pool) return 'absent';
     const p = pool;
@@ -112,21 +97,16 @@ export async function deleteProxy(input: DeleteProxyInput): Promise<DeletedProxy
 }
 
 /** Asks the guest to shut down and polls its state until it is off or `graceMs` passed. */
-async function shutdownWithin(
-  links: HostLinks,
-  dom: Domain,
-  graceMs: number,
-  opts: { timeoutMs: number; signal?: AbortSignal },
-): Promise<void> {
+async function shutdownWithin(rpc: Rpc, dom: Domain, graceMs: number): Promise<void> {
   const deadline = Date.now() + graceMs;
   try {
-    await links.call((c, call) => c.domainShutdown(dom, call), opts);
+    await rpc((c, call) => c.domainShutdown(dom, call));
   } catch (err) {
-    if (isNotFound(err) || (err instanceof LibvirtError && err.libvirtCode === ErrorNumber.OPERATION_INVALID)) return;
+    if (notRunningOrGone(err)) return;
     throw err;
   }
   for (let i = 0; i < 10_000 && Date.now() < deadline; i++) {
-    const { state } = await links.call((c, call) => c.domainGetState(dom, call), opts);
+    const { state } = await rpc((c, call) => c.domainGetState(dom, call));
     if (state === DomainState.SHUTOFF) return;
     await new Promise((r) => setTimeout(r, Math.min(500, Math.max(0, deadline - Date.now()))));
   }

@@ -4,13 +4,14 @@
  * link being dead, is a Transient error, never "no address". (Keeping the previous IP through an
  * agent restart is the workflow's job: it holds the last address it saw.)
  */
-import { errorKind } from '../errors.ts';
-import { AddressSource, IpAddrType } from '../libvirt/constants.ts';
-import type { CallOptions } from '../libvirt/connection.ts';
-import type { LibvirtClient } from '../libvirt/client.ts';
-import { LibvirtConnectionError, LibvirtError } from '../libvirt/errors.ts';
-import type { Domain, DomainInterface } from '../libvirt/protocol.ts';
-import { Kvm2AddressUnreadableError } from './errors.ts';
+import { isIPv4 } from 'node:net';
+import { errorKind } from '../../errors.ts';
+import { AddressSource, IpAddrType } from '../../libvirt/constants.ts';
+import type { CallOptions } from '../../libvirt/connection.ts';
+import type { LibvirtClient } from '../../libvirt/client.ts';
+import { isNotFound, LibvirtConnectionError, LibvirtError } from '../../libvirt/errors.ts';
+import type { Domain, DomainInterface } from '../../libvirt/protocol.ts';
+import { Kvm2AddressUnreadableError } from '../errors.ts';
 
 export type AddressSourceName = 'agent' | 'lease' | 'arp';
 
@@ -34,14 +35,15 @@ export interface ReadAddressInput {
 
 const SOURCES: readonly AddressSourceName[] = ['agent', 'lease', 'arp'];
 
-/** Usable guest IPv4: not loopback, not link-local, not unspecified. */
+/**
+ * Whether `addr` (reported by the guest agent, the leases or ARP: untrusted) can be a guest's
+ * IPv4 address: a dotted quad `net.isIPv4` accepts, and not "this network" (0/8), loopback
+ * (127/8), link-local (169.254/16), multicast (224/4), reserved (240/4) or broadcast.
+ */
 export function usableIpv4(addr: string): boolean {
-  return (
-    /^\d{1,3}(\.\d{1,3}){3}$/.test(addr) &&
-    !addr.startsWith('127.') &&
-    !addr.startsWith('169.254.') &&
-    addr !== '0.0.0.0'
-  );
+  if (!isIPv4(addr)) return false;
+  const [a, b] = addr.split('.').map(Number) as [number, number];
+  return a !== 0 && a !== 127 && !(a === 169 && b === 254) && a < 224;
 }
 
 function pick(ifaces: DomainInterface[], mac: string | undefined): string | undefined {
@@ -79,7 +81,7 @@ export async function readAddress(input: ReadAddressInput): Promise<AddressReadi
       if (ip !== undefined) return { ip, source, failures };
     } catch (err) {
       if (err instanceof LibvirtConnectionError || input.client.connection.isDead) throw err;
-      if (err instanceof LibvirtError && err.kind === 'NotFound' && source !== 'lease') throw err; // the domain is gone
+      if (isNotFound(err) && source !== 'lease') throw err; // the domain is gone
       failures.push({ source, error: err instanceof Error ? err.message : String(err) });
       if (!(err instanceof LibvirtError) && errorKind(err) !== 'Transient') throw err;
     }

@@ -6,9 +6,15 @@
  * told to stop a download without aborting it, and a stream abort mid-download races its data).
  */
 import { MessageStatus, procName } from './constants.ts';
-import { decodeRemoteError } from './connection.ts';
 import type { CallOptions, LibvirtConnection } from './connection.ts';
-import { checkDurationMs, LibvirtConnectionError, LibvirtProtocolError, LibvirtTimeoutError } from './errors.ts';
+import {
+  checkDurationMs,
+  decodeRemoteError,
+  LibvirtAbortedError,
+  LibvirtConnectionError,
+  LibvirtProtocolError,
+  LibvirtTimeoutError,
+} from './errors.ts';
 
 export interface DownloadOptions extends CallOptions {
   /** Largest content accepted, in bytes. Default 1 MiB. */
@@ -70,9 +76,16 @@ export async function downloadStream(
       );
     },
   });
+  // Our own bounds end the download with their own error (not the connection loss they cause).
+  let ended: Error | undefined;
+  const end = (err: Error): void => {
+    ended ??= err;
+    settle.reject(err);
+    conn.kill(err);
+  };
   const timer = setTimeout(
     () =>
-      conn.kill(
+      end(
         new LibvirtTimeoutError(
           `${conn.label}: ${name} download exceeded its ${timeoutMs} ms budget; connection killed`,
         ),
@@ -80,12 +93,18 @@ export async function downloadStream(
     timeoutMs,
   );
   const onAbort = (): void =>
-    conn.kill(new LibvirtTimeoutError(`${conn.label}: ${name} download aborted; connection killed`));
+    end(
+      new LibvirtAbortedError(`${conn.label}: ${name} download aborted; connection killed`, {
+        cause: options.signal?.reason,
+      }),
+    );
   options.signal?.addEventListener('abort', onAbort, { once: true });
   try {
     await conn.call(proc, argsBody, { timeoutMs, signal: options.signal }, serial);
     await done;
     return Buffer.concat(pieces, received);
+  } catch (err) {
+    throw ended ?? err;
   } finally {
     clearTimeout(timer);
     options.signal?.removeEventListener('abort', onAbort);

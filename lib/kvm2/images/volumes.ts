@@ -1,34 +1,21 @@
 /**
- * Volume and marker operations of the base-image cache: lookups that treat NotFound as absent,
- * deletes, pool refresh, raw volume creation, and reading, parsing and checking marker records.
+ * Volume and marker operations of the base-image cache: deletes, pool refresh, raw volume
+ * creation, and reading, parsing and checking marker records.
  * Every call is bounded by the ensure's budget (Ctx.rpc) or, for cleanup, by the budget alone.
  */
-import { ErrorNumber } from '../libvirt/constants.ts';
-import { LibvirtError } from '../libvirt/errors.ts';
-import type { StoragePool, StorageVol } from '../libvirt/protocol.ts';
-import { ImageConflictError, ImageCorruptError, ImageVerifyError } from './errors.ts';
-import type { Ctx, ImageMarker, Plan, Rpc } from './image-types.ts';
-import type { ImageFormat } from './names.ts';
+import { ErrorNumber } from '../../libvirt/constants.ts';
+import { isNotFound, LibvirtError, unlessNotFound } from '../../libvirt/errors.ts';
+import type { StoragePool, StorageVol } from '../../libvirt/protocol.ts';
+import { ImageConflictError, ImageCorruptError, ImageVerifyError } from '../errors.ts';
+import type { Rpc } from '../rpc.ts';
+import { buildVolumeXml } from '../volume-xml.ts';
+import type { Ctx, ImageMarker, Plan } from './types.ts';
+import type { ImageFormat } from './base-names.ts';
 
 /** Largest marker read, in bytes; a bigger marker volume is debris. */
 export const MARKER_MAX_BYTES = 64 * 1024;
 /** A sha256 in lowercase hex. */
 export const SHA256_RE = /^[0-9a-f]{64}$/;
-
-/** Whether `err` says the libvirt object does not exist. */
-export function isNotFound(err: unknown): boolean {
-  return err instanceof LibvirtError && err.kind === 'NotFound';
-}
-
-/** The volume `name` of `pool`, or undefined when there is none. */
-export async function lookupVol(ctx: Ctx, pool: StoragePool, name: string): Promise<StorageVol | undefined> {
-  try {
-    return await ctx.rpc((c, o) => c.storageVolLookupByName(pool, name, o));
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
-}
 
 /** Refuses a configured image that differs from the marker's record (nothing is deleted). */
 export function checkAgainstMarker(plan: Plan, m: ImageMarker): void {
@@ -63,7 +50,7 @@ export async function readMarker(ctx: Ctx, marker: StorageVol): Promise<ImageMar
 export function parseMarker(text: string, format: ImageFormat, volumeName = 'this base'): ImageMarker | string {
   let m: unknown;
   try {
-    m = JSON.parse(text.replace(/[\0\s]+$/, ''));
+    m = JSON.parse(withoutTrailingPadding(text));
   } catch {
     return 'the marker is not JSON';
   }
@@ -92,13 +79,21 @@ export function parseMarker(text: string, format: ImageFormat, volumeName = 'thi
   return ok ? (r as ImageMarker) : 'the marker is not a valid v1 marker';
 }
 
+/**
+ * `text` without the NULs and white space that pad the end of a marker volume. A loop, not
+ * `/[\0\s]+$/`: that regex is quadratic on a run of spaces followed by another character (64 KiB
+ * of them took over a second), and the volume's content is the host's to write.
+ */
+function withoutTrailingPadding(text: string): string {
+  let end = text.length;
+  while (end > 0 && TRAILING_PADDING_RE.test(text[end - 1]!)) end--;
+  return text.slice(0, end);
+}
+const TRAILING_PADDING_RE = /[\0\s]/;
+
 /** Deletes `vol` through `rpc`; a volume already gone counts as deleted. */
 export async function deleteVol(vol: StorageVol, rpc: Rpc): Promise<void> {
-  try {
-    await rpc((c, o) => c.storageVolDelete(vol, 0, o));
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
-  }
+  await rpc((c, o) => unlessNotFound(c.storageVolDelete(vol, 0, o)));
 }
 
 /** Deletes during cleanup: failures are logged, never thrown (the next ensure sees debris). */
@@ -123,22 +118,15 @@ export async function refreshQuietly(ctx: Ctx, pool: StoragePool): Promise<void>
   }
 }
 
-/** XML of a raw volume of `capacityBytes` bytes (sparse: allocation 0). */
-export function rawVolumeXml(name: string, capacityBytes: number): string {
-  // Names come from names.ts (identifiers, '-' and '.'): nothing to escape.
-  return (
-    `<volume><name>${name}</name><capacity unit='bytes'>${capacityBytes}</capacity>` +
-    `<allocation unit='bytes'>0</allocation><target><format type='raw'/></target></volume>`
-  );
-}
-
 /**
  * Creates the raw volume `name`. An existing one is ImageVerifyError (Transient): the lookups
  * before found none, so another fetch created it meanwhile.
  */
 export async function createVol(ctx: Ctx, pool: StoragePool, name: string, capacityBytes: number): Promise<StorageVol> {
   try {
-    return await ctx.rpc((c, o) => c.storageVolCreateXml(pool, rawVolumeXml(name, capacityBytes), 0, o));
+    return await ctx.rpc((c, o) =>
+      c.storageVolCreateXml(pool, buildVolumeXml({ name, capacityBytes, format: 'raw' }), 0, o),
+    );
   } catch (err) {
     if (err instanceof LibvirtError && err.libvirtCode === ErrorNumber.STORAGE_VOL_EXIST) {
       throw new ImageVerifyError(
