@@ -1,4 +1,4 @@
-// Custom search attributes of this project: the fields the API filters proxies on (DESIGN.md §3).
+// Custom search attributes of this project: the fields the API filters proxies on (docs/design.md).
 // Plain constants only, no imports: workflows, activities, the API and scripts/temporal all read
 // this one list. scripts/temporal registers each entry on the dev server with
 // `temporal server start-dev --search-attribute NAME=KIND`; a production cluster needs the same

@@ -19,6 +19,7 @@ import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
 import { sdkLoggerFromPino, sdkLogLevelFor } from '../lib/log/temporal-adapter.ts';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
 import { ensureSchedules } from './schedules.ts';
+import { setupTracing } from './telemetry.ts';
 
 const HELP = `egress-proxies worker: runs the proxy, image, GC and health workflows and their activities.
 
@@ -109,6 +110,7 @@ try {
 }
 const client = new Client({ connection: clientConnection, namespace });
 const registry = new HostRegistry(config, log.child({ component: 'ssh' }));
+const tracing = setupTracing(log.child({ component: 'otel' }));
 
 try {
   if (!values['no-schedules']) await ensureSchedules(client, config, taskQueue);
@@ -118,6 +120,7 @@ try {
     taskQueue,
     workflowsPath: WORKFLOWS_PATH,
     activities: createActivities({ registry, client, taskQueue }),
+    plugins: [tracing.plugin],
     maxConcurrentActivityTaskExecutions: maxActivities,
     maxConcurrentWorkflowTaskExecutions: maxWorkflowTasks,
     shutdownGraceTime: shutdownGraceMs,
@@ -139,6 +142,7 @@ try {
   process.exitCode = 1;
 } finally {
   registry.close();
+  await tracing.shutdown();
   await connection.close();
   await clientConnection.close();
 }

@@ -1,4 +1,4 @@
-// Named activity option presets (DESIGN.md §9): workflows pick one instead of spelling timeouts.
+// Named activity option presets (docs/design.md): workflows pick one instead of spelling timeouts.
 // Errors the activities mark non-retryable (Permanent and NotFound, see activities/errors.ts)
 // are never retried whatever the preset says.
 import type { ActivityOptions } from '@temporalio/workflow';

@@ -9,12 +9,13 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Client } from '@temporalio/client';
-import type { NativeConnection } from '@temporalio/worker';
+import type { NativeConnection, WorkerOptions } from '@temporalio/worker';
 import { Worker } from '@temporalio/worker';
 import { stringify } from 'yaml';
 import { createActivities } from '../../activities/index.ts';
 import { HostRegistry } from '../../activities/hosts.ts';
 import { parseProvidersYaml } from '../../lib/config/index.ts';
+import type { SshLogger } from '../../lib/ssh/logger.ts';
 import type { ProvidersConfig } from '../../lib/config/index.ts';
 import type { TestHost } from './testhosts.ts';
 import { PROJECT_ROOT, WORKFLOWS_PATH, withTimeout } from './temporal.ts';
@@ -79,14 +80,16 @@ export async function startFleetWorker(
   client: Client,
   config: ProvidersConfig,
   taskQueue: string,
+  options: { plugins?: WorkerOptions['plugins']; logger?: SshLogger } = {},
 ): Promise<RunningWorker> {
-  const registry = new HostRegistry(config);
+  const registry = new HostRegistry(config, options.logger);
   const worker = await Worker.create({
     connection,
     taskQueue,
     workflowsPath: WORKFLOWS_PATH,
     activities: createActivities({ registry, client, taskQueue }),
     shutdownGraceTime: '5 seconds',
+    plugins: options.plugins,
   });
   const done = worker.run().finally(() => registry.close());
   return {
