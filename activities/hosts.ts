@@ -27,6 +27,7 @@ export class HostRegistry {
     for (const entry of config.providers) {
       for (const host of entry.hosts) {
         const links = new HostLinks(hostTarget(entry, host), hostLinksOptions(entry, logger));
+        if (logger) watchLinks(links, logger);
         this.#hosts.set(key(entry.name, host.name), { entry, host, links });
       }
     }
@@ -89,6 +90,21 @@ export class HostRegistry {
     for (const h of this.#hosts.values()) h.links.close(reason);
     this.#probeLinks.clear();
   }
+}
+
+/** Logs link churn: failed dials, deaths with their reason, redials (one JSON line each). */
+function watchLinks(links: HostLinks, logger: SshLogger): void {
+  const host = links.target.name;
+  links.on('dial', (e) => {
+    if (e.error)
+      logger.warn({ host, link: e.purpose, durationMs: e.durationMs, err: e.error.message }, 'link dial failed');
+  });
+  links.on('death', (e) => {
+    logger.warn({ host, link: e.purpose, ageMs: e.ageMs, reason: e.reason.message }, 'link died');
+  });
+  links.on('redial', (e) => {
+    logger.info({ host, previousReason: e.previousReason.message }, 'redialling the pooled link');
+  });
 }
 
 function key(entry: string, host: string): string {

@@ -3,8 +3,16 @@
 import { Context } from '@temporalio/activity';
 import { VmSchema, SquidSchema } from '../lib/config/schema.ts';
 import { formatPath } from '../lib/config/index.ts';
-import { checkIdentifier, createProxy, deleteProxy, getProxy, hostHealth, listProxies } from '../lib/kvm2/index.ts';
-import type { CreatedProxy, DeletedProxy } from '../lib/kvm2/index.ts';
+import {
+  checkIdentifier,
+  createProxy,
+  deleteProxy,
+  getProxy,
+  hostHealth,
+  listProxies,
+  resizeProxy,
+} from '../lib/kvm2/index.ts';
+import type { CreatedProxy, DeletedProxy, ResizedProxy } from '../lib/kvm2/index.ts';
 import { connectProbe } from '../lib/probe/connect.ts';
 import { errorKind, ProjectError } from '../lib/errors.ts';
 import type { HostSurvey } from '../shared/fleet.ts';
@@ -176,6 +184,23 @@ export function proxyActivities(registry: HostRegistry) {
           message: err instanceof Error ? err.message : String(err),
         };
       }
+    },
+
+    /** Applies `vm.memoryMiB` and `vm.vcpus` of `proxy` to its domain, restarting it when they change. */
+    async resizeProxyVm(input: PlacedProxy): Promise<ResizedProxy> {
+      return mapped(async () => {
+        const { proxy } = input;
+        const { links } = registry.host(proxy.entry, input.host);
+        return resizeProxy({
+          ...identity(proxy),
+          links,
+          vcpus: proxy.vm.vcpus,
+          memoryMiB: proxy.vm.memoryMiB,
+          shutdownGraceMs: proxy.timeouts.shutdownGraceMs,
+          rpcTimeoutMs: proxy.timeouts.rpcMs,
+          signal: signal(),
+        });
+      });
     },
 
     /** Deletes the proxy's domain, overlay and seed (NotFound counts as done; the base stays). */

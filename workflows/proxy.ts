@@ -24,7 +24,7 @@ import {
 import type { Activities } from '../activities/index.ts';
 import { IMAGE_LEAVE_SIGNAL, IMAGE_PROGRESS_SIGNAL, IMAGE_READY_SIGNAL, imageWorkflowId } from '../shared/image.ts';
 import type { EnsuredBase, ImageJoin, ImageProgressSignal, ImageResult } from '../shared/image.ts';
-import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY } from '../shared/proxy.ts';
+import { PROXY_DELETE_UPDATE, PROXY_RESIZE_UPDATE, PROXY_STATUS_QUERY } from '../shared/proxy.ts';
 import type {
   DeleteAccepted,
   ProxyOutcome,
@@ -32,6 +32,7 @@ import type {
   ProxyState,
   ProxyStatus,
   ResolvedProxy,
+  VmSize,
 } from '../shared/proxy.ts';
 import { CLEANUP_ACTIVITY, POLL_ACTIVITY, PROBE_ACTIVITY, RPC_ACTIVITY } from './activity-options.ts';
 import { failureInfo } from './failures.ts';
@@ -53,6 +54,7 @@ const cleanup = proxyActivities<Activities>(CLEANUP_ACTIVITY);
 
 export const statusQuery = defineQuery<ProxyStatus>(PROXY_STATUS_QUERY);
 export const deleteUpdate = defineUpdate<DeleteAccepted>(PROXY_DELETE_UPDATE);
+export const resizeUpdate = defineUpdate<ProxyStatus, [VmSize]>(PROXY_RESIZE_UPDATE);
 export const imageReadySignal = defineSignal<[ImageResult]>(IMAGE_READY_SIGNAL);
 export const imageProgressSignal = defineSignal<[ImageProgressSignal]>(IMAGE_PROGRESS_SIGNAL);
 const imageLeaveSignal = defineSignal<[ImageJoin]>(IMAGE_LEAVE_SIGNAL);
@@ -104,6 +106,9 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
   const main = new CancellationScope();
   let imageResult: ImageResult | undefined;
   let waitingOnImage: string | undefined;
+  /** A resize the update handler asked for and the health loop has not applied yet. */
+  let pendingResize: Required<Pick<VmSize, 'vcpus' | 'memoryMiB'>> | undefined;
+  let resizeError: string | undefined;
   let mayHaveCreated = st.host !== undefined && st.state !== 'Pending' && st.state !== 'WaitingForCapacity';
 
   const publish = (): void => {
@@ -148,6 +153,48 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
     {
       validator: () => {
         if (st.state === 'Deleted' || st.state === 'Failed') throw new Error(`the proxy is already ${st.state}`);
+      },
+    },
+  );
+
+  /** Read through a function: the handler's narrowing of the variable does not survive its awaits. */
+  const lastResizeError = (): string | undefined => resizeError;
+  const terminal = (): boolean => st.state === 'Deleting' || st.state === 'Deleted' || st.state === 'Failed';
+  setHandler(
+    resizeUpdate,
+    async (size) => {
+      await condition(() => (st.state === 'Running' && pendingResize === undefined) || terminal());
+      if (st.state !== 'Running' || resolved === undefined) {
+        throw ApplicationFailure.create({
+          message: `the proxy is ${String(st.state)}: nothing to resize`,
+          nonRetryable: true,
+        });
+      }
+      resizeError = undefined;
+      const want = { vcpus: size.vcpus ?? st.vm.vcpus, memoryMiB: size.memoryMiB ?? st.vm.memoryMiB };
+      pendingResize = want;
+      await condition(() => pendingResize === undefined || terminal());
+      const failed = lastResizeError();
+      if (failed !== undefined) {
+        throw ApplicationFailure.create({ message: `resize failed: ${failed}`, nonRetryable: true });
+      }
+      return st;
+    },
+    {
+      validator: (size: VmSize) => {
+        if (size.diskGiB !== undefined)
+          throw new Error('vm.diskGiB cannot be changed by a resize (memoryMiB and vcpus can)');
+        if (size.vcpus !== undefined && !(Number.isInteger(size.vcpus) && size.vcpus >= 1 && size.vcpus <= 64)) {
+          throw new Error(`vm.vcpus must be a whole number from 1 to 64, got ${size.vcpus}`);
+        }
+        const mem = size.memoryMiB;
+        if (mem !== undefined && !(Number.isInteger(mem) && mem >= 128 && mem <= 262_144)) {
+          throw new Error(`vm.memoryMiB must be a whole number from 128 to 262144, got ${mem}`);
+        }
+        if (size.vcpus === undefined && mem === undefined) throw new Error('give vm.vcpus, vm.memoryMiB or both');
+        if (st.state === 'Deleting' || st.state === 'Deleted' || st.state === 'Failed') {
+          throw new Error(`the proxy is ${st.state}: nothing to resize`);
+        }
       },
     },
   );
@@ -276,7 +323,28 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
     mayHaveCreated = false;
   };
 
-  const run = async (r: ResolvedProxy): Promise<void> => {
+  /** Applies a pending resize (restart included); the loop's next polls see the VM come back. */
+  const applyResize = async (r: ResolvedProxy, host: string): Promise<ResolvedProxy> => {
+    const want = pendingResize!;
+    const next = { ...r, vm: { ...r.vm, ...want } };
+    try {
+      await rpc.resizeProxyVm({ proxy: next, host });
+      resolved = next;
+      st = { ...st, vm: { ...next.vm } };
+      publish();
+      return next;
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      recordError(err);
+      resizeError = failureInfo(err).message;
+      return r;
+    } finally {
+      pendingResize = undefined;
+    }
+  };
+
+  const run = async (proxy: ResolvedProxy): Promise<void> => {
+    let r = proxy;
     setState('Running');
     st = { ...st, runningSince: st.runningSince ?? nowIso() };
     publish();
@@ -337,7 +405,8 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
           carried: { resolved: r, status: st, missedPolls, startedAtMs, addressedOnce },
         });
       }
-      await sleep(r.health.intervalMs);
+      await condition(() => pendingResize !== undefined, r.health.intervalMs);
+      if (pendingResize !== undefined) r = await applyResize(r, host);
     }
   };
 

@@ -184,3 +184,12 @@ export class Kvm2AdoptionRefusedError extends ProjectError {
   readonly code = 'KVM2_ADOPTION_REFUSED';
   readonly kind: ErrorKind = 'Permanent';
 }
+
+/**
+ * The domain definition read back from the host does not have exactly one `<memory>`,
+ * `<currentMemory>` and `<vcpu>` element to change. Permanent: the definition was edited by hand.
+ */
+export class Kvm2ResizeError extends ProjectError {
+  readonly code = 'KVM2_RESIZE_UNSUPPORTED';
+  readonly kind: ErrorKind = 'Permanent';
+}

@@ -22,3 +22,5 @@ export { checkIdentifier } from './identifier.ts';
 export { isIdentifier } from '../rules.ts';
 export type { ImageFormat } from './images/base-names.ts';
 export * from './errors.ts';
+export { resizeProxy } from './proxy/resize.ts';
+export type { ResizeProxyInput, ResizedProxy } from './proxy/resize.ts';

@@ -188,6 +188,12 @@ export const DestroyFlags = {
   REMOVE_LOGS: 2,
 } as const;
 
+/** virDomainXMLFlags (subset) */
+export const DomainXmlFlags = {
+  /** The persistent (inactive) definition rather than the running one. */
+  INACTIVE: 2,
+} as const;
+
 /** virConnectListAllDomainsFlags (subset) */
 export const ListDomainsFlags = {
   ACTIVE: 1,

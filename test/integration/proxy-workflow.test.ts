@@ -18,8 +18,14 @@ import type { Client } from '@temporalio/client';
 import { WorkflowFailedError } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { imageWorkflowId } from '../../shared/image.ts';
-import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../shared/proxy.ts';
-import type { DeleteAccepted, ProxyOutcome, ProxyStatus } from '../../shared/proxy.ts';
+import {
+  PROXY_DELETE_UPDATE,
+  PROXY_RESIZE_UPDATE,
+  PROXY_STATUS_QUERY,
+  PROXY_WORKFLOW_TYPE,
+  proxyWorkflowId,
+} from '../../shared/proxy.ts';
+import type { DeleteAccepted, ProxyOutcome, ProxyStatus, VmSize } from '../../shared/proxy.ts';
 import { fleetConfig, spawnWorker, startFleetWorker, writeProvidersFile } from '../support/fleet.ts';
 import type { RunningWorker, WorkerProcess } from '../support/fleet.ts';
 import { ImageMirror } from '../support/mirror.ts';
@@ -204,5 +210,30 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
       what: 'the half-written base to be removed',
     });
     assert.deepEqual(await domains(hosts[0]!, entry), []);
+  });
+
+  test('resize applies memory and vCPUs with a restart once Running; a disk resize is refused', async () => {
+    const entry = `we${run}`;
+    const url = mirror.serve(`/${entry}/empty.qcow2`, image);
+    const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [hosts[1]!], images: { empty: { url } } });
+    const taskQueue = uniqueId('wf-e');
+    workers.push(await startFleetWorker(connection, client, config, taskQueue));
+    const handle = await start(entry, 's1', taskQueue);
+    await waitState(entry, 's1', 'Running');
+    await assert.rejects(handle.executeUpdate(PROXY_RESIZE_UPDATE, { args: [{ diskGiB: 20 }] }), (err: unknown) => {
+      assert.match(String((err as Error).cause), /diskGiB cannot be changed/);
+      return true;
+    });
+    const after = await handle.executeUpdate<ProxyStatus, [VmSize]>(PROXY_RESIZE_UPDATE, {
+      args: [{ memoryMiB: 256, vcpus: 2 }],
+    });
+    assert.deepEqual(after.vm, { vcpus: 2, memoryMiB: 256, diskGiB: 1 });
+    assert.equal(after.state, 'Running');
+    const xml = await virsh(hosts[1]!, 'dumpxml', `ep_${entry}_s1`);
+    assert.match(xml, /<memory unit='KiB'>262144<\/memory>/);
+    assert.match(xml, /<vcpu[^>]*>2<\/vcpu>/);
+    assert.match(await virsh(hosts[1]!, 'domstate', `ep_${entry}_s1`), /running/);
+    await handle.executeUpdate(PROXY_DELETE_UPDATE);
+    assert.equal(((await handle.result()) as ProxyOutcome).state, 'Deleted');
   });
 });

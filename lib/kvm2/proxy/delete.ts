@@ -35,7 +35,7 @@ export interface DeletedProxy {
 }
 
 /** The domain is not running (OPERATION_INVALID) or no longer exists: nothing to stop. */
-const notRunningOrGone = (err: unknown): boolean =>
+export const notRunningOrGone = (err: unknown): boolean =>
   isNotFound(err) || (err instanceof LibvirtError && err.libvirtCode === ErrorNumber.OPERATION_INVALID);
 
 /** libvirt ≥ 5.6 knows CHECKPOINTS_METADATA. */
@@ -97,7 +97,7 @@ export async function deleteProxy(input: DeleteProxyInput): Promise<DeletedProxy
 }
 
 /** Asks the guest to shut down and polls its state until it is off or `graceMs` passed. */
-async function shutdownWithin(rpc: Rpc, dom: Domain, graceMs: number): Promise<void> {
+export async function shutdownWithin(rpc: Rpc, dom: Domain, graceMs: number): Promise<void> {
   const deadline = Date.now() + graceMs;
   try {
     await rpc((c, call) => c.domainShutdown(dom, call));
