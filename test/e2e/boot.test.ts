@@ -46,6 +46,7 @@ const SQUID_PORT = 3128;
 const BUILD_BOUND_MS = 30 * 60_000;
 const ADDRESS_BOUND_MS = 240_000;
 const HEALTHY_BOUND_MS = 180_000;
+const AGENT_BOUND_MS = 180_000;
 const PROBE_TIMEOUT_MS = 10_000;
 
 /** Seconds with one decimal, for the timing lines. */
@@ -281,6 +282,26 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     // Squid in the guest connected out; the host's NAT shows it as the host's own address.
     assert.ok(target.peers.length >= 1, 'the target saw a connection');
     assert.equal(target.peers.at(-1), host.address);
+  });
+
+  test("the image's guest agent reports the same address", async () => {
+    assert.ok(guestIp, 'the address step passed');
+    // The lease usually answers first; the agent (the address source that works on any network)
+    // must answer too, or the image's qemu-guest-agent is broken.
+    const deadline = performance.now() + AGENT_BOUND_MS;
+    let last = '';
+    for (;;) {
+      const status = await getProxy({ links, ownerUid: owner, entry, name: proxyName, network: host.network });
+      last = JSON.stringify(status);
+      if (status.state === 'Running' && status.address?.source === 'agent') {
+        assert.equal(status.address.ip, guestIp);
+        break;
+      }
+      if (performance.now() > deadline)
+        assert.fail(`the guest agent gave no address within ${AGENT_BOUND_MS} ms: ${last}`);
+      await sleep(2000);
+    }
+    timings.push(['address to agent answer', secs(performance.now() - addressAt)]);
   });
 
   test('delete removes domain, overlay and seed, and leaves the base', async () => {
