@@ -27,7 +27,42 @@ export interface PlacedProxy {
   host: string;
 }
 
+/**
+ * How long a host survey is reused, in ms. A burst of proxies then costs one survey per entry
+ * instead of one per proxy (a survey lists every marked domain: its cost grows with the fleet);
+ * placement spreads such a burst by rendezvous hashing (workflows/proxy-state.ts).
+ */
+export const SURVEY_TTL_MS = 5_000;
+
 export function proxyActivities(registry: HostRegistry) {
+  const surveys = new Map<string, { at: number; result: Promise<HostSurvey[]> }>();
+  /** One survey shared by every caller within {@link SURVEY_TTL_MS} (no caller's signal ends it). */
+  const survey = (input: { entry: string }): Promise<HostSurvey[]> =>
+    mapped(async () => {
+      const ownerUid = registry.ownerUid;
+      return Promise.all(
+        registry.hosts(input.entry).map(async ({ entry, host, links }): Promise<HostSurvey> => {
+          const base = { entry: entry.name, host: host.name, weight: host.weight };
+          try {
+            const call = { timeoutMs: entry.timeouts.rpcMs };
+            const health = await links.call((c, budget) => hostHealth(c, entry.storagePool, budget), call);
+            const proxies = await listProxies(links, { entry: entry.name, ownerUid }, call);
+            return {
+              ...base,
+              reachable: true,
+              rttMs: health.rttMs,
+              libvirtVersion: health.libvirtVersion,
+              hypervisorVersion: health.hypervisorVersion,
+              poolAvailableBytes: health.pool.availableBytes,
+              poolCapacityBytes: health.pool.capacityBytes,
+              proxies: proxies.length,
+            };
+          } catch (err) {
+            return { ...base, reachable: false, error: describe(err) };
+          }
+        }),
+      );
+    });
   const identity = (p: ResolvedProxy) => ({ ownerUid: p.ownerUid, entry: p.entry, name: p.name });
   const signal = (): AbortSignal => Context.current().cancellationSignal;
 
@@ -93,34 +128,13 @@ export function proxyActivities(registry: HostRegistry) {
      * pool space and how many of our proxies it holds. An unreachable host is reported, not thrown.
      */
     async surveyHosts(input: { entry: string }): Promise<HostSurvey[]> {
-      return mapped(async () => {
-        const ownerUid = registry.ownerUid;
-        return Promise.all(
-          registry.hosts(input.entry).map(async ({ entry, host, links }): Promise<HostSurvey> => {
-            const base = { entry: entry.name, host: host.name, weight: host.weight };
-            try {
-              const call = { timeoutMs: entry.timeouts.rpcMs, signal: signal() };
-              const health = await links.call((c, budget) => hostHealth(c, entry.storagePool, budget), call);
-              const proxies = await listProxies(links, { entry: entry.name, ownerUid }, call);
-              return {
-                ...base,
-                reachable: true,
-                rttMs: health.rttMs,
-                libvirtVersion: health.libvirtVersion,
-                hypervisorVersion: health.hypervisorVersion,
-                poolAvailableBytes: health.pool.availableBytes,
-                poolCapacityBytes: health.pool.capacityBytes,
-                proxies: proxies.length,
-              };
-            } catch (err) {
-              if (signal().aborted) throw err;
-              return { ...base, reachable: false, error: describe(err) };
-            }
-          }),
-        );
-      });
+      const cached = surveys.get(input.entry);
+      if (cached && Date.now() - cached.at < SURVEY_TTL_MS) return cached.result;
+      const result = survey(input);
+      surveys.set(input.entry, { at: Date.now(), result });
+      result.catch(() => surveys.delete(input.entry));
+      return result;
     },
-
     /** Creates (or converges) the proxy's overlay, seed and domain on its host and starts it. */
     async createProxyVm(input: PlacedProxy & { base: EnsuredBase; createdAt: string }): Promise<CreatedProxy> {
       return mapped(async () => {

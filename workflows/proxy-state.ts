@@ -106,13 +106,26 @@ export function applyAddress(
   return { status: { ...st, ip: undefined, conditions, health }, missedPolls: missed };
 }
 
+/** FNV-1a of `text` as a number in (0, 1): a deterministic, well-spread hash for placement. */
+export function unitHash(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return (h + 1) / 4294967297;
+}
+
 /**
- * Picks a host: among reachable hosts with at least `needBytes` free in the pool, the one with the
- * fewest of our proxies per unit of weight; ties go to more free space, then to the name. Returns
- * the reason when none fits (no reachable host, or none with room).
+ * Picks a host for `proxy`: among reachable hosts with at least `needBytes` free in the pool, the
+ * one with the fewest of our proxies per unit of weight; ties go by weighted rendezvous hashing
+ * of (proxy, host), so a burst of proxies that all saw the same counts spreads over the hosts in
+ * proportion to their weights, and the same proxy always ties to the same host. Returns the
+ * reason when none fits (no reachable host, or none with room).
  */
 export function pickHost(
   survey: readonly HostSurvey[],
+  proxy: string,
   needBytes = PLACEMENT_NEED_BYTES,
 ): { host: string } | { host?: undefined; reason: string; capacity: boolean } {
   const reachable = survey.filter((s) => s.reachable);
@@ -125,11 +138,13 @@ export function pickHost(
     const why = reachable.map((s) => `${s.host}: ${s.poolAvailableBytes ?? 0} bytes free`).join('; ');
     return { reason: `no host has ${needBytes} bytes free in its pool (${why})`, capacity: true };
   }
-  const score = (s: HostSurvey): number => ((s.proxies ?? 0) + 1) / Math.max(1, s.weight);
-  const best = [...fits].sort(
-    (a, b) =>
-      score(a) - score(b) || (b.poolAvailableBytes ?? 0) - (a.poolAvailableBytes ?? 0) || a.host.localeCompare(b.host),
-  )[0]!;
+  const weight = (s: HostSurvey): number => Math.max(1, s.weight);
+  const load = (s: HostSurvey): number => (s.proxies ?? 0) / weight(s);
+  const minLoad = Math.min(...fits.map(load));
+  // Within one proxy of the least loaded (per weight) counts as a tie: rendezvous decides.
+  const tied = fits.filter((s) => load(s) - minLoad < 1 / weight(s));
+  const rendezvous = (s: HostSurvey): number => -weight(s) / Math.log(unitHash(`${proxy}\0${s.host}`));
+  const best = [...tied].sort((a, b) => rendezvous(b) - rendezvous(a) || a.host.localeCompare(b.host))[0]!;
   return { host: best.host };
 }
 

@@ -223,7 +223,7 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
   const place = async (r: ResolvedProxy): Promise<string> => {
     for (let attempt = 0; ; attempt++) {
       const survey = await rpc.surveyHosts({ entry: r.entry });
-      const pick = pickHost(survey);
+      const pick = pickHost(survey, r.name);
       if (pick.host !== undefined) return pick.host;
       setState('WaitingForCapacity', pick.reason);
       await sleep(capacityBackoffMs(attempt));
