@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
-import type { Client } from '@temporalio/client';
+import type { Client, WorkflowHandle } from '@temporalio/client';
 import { WorkflowFailedError } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { imageWorkflowId } from '../../shared/image.ts';
@@ -26,7 +26,7 @@ import {
   proxyWorkflowId,
 } from '../../shared/proxy.ts';
 import type { DeleteAccepted, ProxyOutcome, ProxyStatus, VmSize } from '../../shared/proxy.ts';
-import { fleetConfig, spawnWorker, startFleetWorker, writeProvidersFile } from '../support/fleet.ts';
+import { deleteAll, fleetConfig, spawnWorker, startFleetWorker, writeProvidersFile } from '../support/fleet.ts';
 import type { RunningWorker, WorkerProcess } from '../support/fleet.ts';
 import { ImageMirror } from '../support/mirror.ts';
 import { connectClient, connectWorker, installTestRuntime, pollUntil, uniqueId } from '../support/temporal.ts';
@@ -59,6 +59,8 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
   });
 
   after(async () => {
+    // A test that failed half way leaves proxies running: delete them while the workers still run.
+    await deleteAll(client, started);
     await Promise.all([...workers.map((w) => w.stop()), ...processes.map((p) => p.stop())]);
     await mirror?.close();
     await connection?.close();
@@ -88,12 +90,16 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
       { timeoutMs, intervalMs: 250, what: `proxy ${name} ${state}` },
     );
 
-  const start = (entry: string, name: string, taskQueue: string, imageKey = 'empty') =>
-    client.workflow.start(PROXY_WORKFLOW_TYPE, {
+  const started: WorkflowHandle[] = [];
+  const start = async (entry: string, name: string, taskQueue: string, imageKey = 'empty') => {
+    const handle = await client.workflow.start(PROXY_WORKFLOW_TYPE, {
       workflowId: proxyWorkflowId(entry, name),
       taskQueue,
       args: [{ name, entry, imageKey }],
     });
+    started.push(handle);
+    return handle;
+  };
 
   test('create → Running → delete leaves no domain, overlay or seed; the base stays', async () => {
     const entry = `wa${run}`;

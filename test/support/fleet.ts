@@ -8,7 +8,8 @@ import type { ChildProcess } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import type { Client } from '@temporalio/client';
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { PROXY_DELETE_UPDATE } from '../../shared/proxy.ts';
 import type { NativeConnection, WorkerOptions } from '@temporalio/worker';
 import { Worker } from '@temporalio/worker';
 import { stringify } from 'yaml';
@@ -116,11 +117,13 @@ export interface WorkerProcess {
 /**
  * Runs `node workers/worker.ts` as a process of its own on `taskQueue` with the providers file at
  * `providersFile`, and resolves once it logs "worker running" (bounded by `readyTimeoutMs`).
+ * `env` is added to this process's environment (e.g. `TEMPORAL_ADDRESS` of a private server).
  */
 export async function spawnWorker(
   providersFile: string,
   taskQueue: string,
   readyTimeoutMs = 60_000,
+  env: Record<string, string> = {},
 ): Promise<WorkerProcess> {
   const child = spawn(
     process.execPath,
@@ -132,7 +135,7 @@ export async function spawnWorker(
       taskQueue,
       '--no-schedules',
     ],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } },
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info', ...env } },
   );
   const lines: string[] = [];
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -174,4 +177,29 @@ export async function writeProvidersFile(dir: string, config: ProvidersConfig): 
   const file = join(dir, `providers-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}.yaml`);
   await writeFile(file, JSON.stringify(config, null, 2));
   return file;
+}
+
+/**
+ * Deletes every proxy in `handles` whose workflow still runs (the delete update, then its result),
+ * each bounded by `timeoutMs`; failures are reported on stderr, not thrown, so an `after` hook
+ * still stops its workers. Call it while the workers that serve the proxies still run.
+ */
+export async function deleteAll(client: Client, handles: readonly WorkflowHandle[], timeoutMs = 60_000): Promise<void> {
+  await Promise.all(
+    handles.map(async (h) => {
+      try {
+        const d = await h.describe();
+        if (d.status.name !== 'RUNNING') return;
+        await withTimeout(
+          h.executeUpdate(PROXY_DELETE_UPDATE).then(() => h.result()),
+          timeoutMs,
+          `delete ${h.workflowId}`,
+        );
+      } catch (err) {
+        process.stderr.write(
+          `cleanup of ${h.workflowId} failed: ${err instanceof Error ? err.message : String(err)}\n`,
+        );
+      }
+    }),
+  );
 }

@@ -1,7 +1,7 @@
 /**
  * A local HTTP image mirror for tests: serves in-memory files on 127.0.0.1, counts the requests
  * per path, and misbehaves on demand (dies mid-body, stalls mid-body, serves corrupted bytes,
- * omits Content-Length, answers with an error status). `close()` destroys every socket at once.
+ * omits Content-Length, answers with an error status, paces the body slowly). `close()` destroys every socket at once.
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
@@ -19,12 +19,16 @@ export type MirrorMode =
   /** The bytes without Content-Length (chunked transfer encoding). */
   | { kind: 'no-content-length' }
   /** An error status with a short body. */
-  | { kind: 'status'; status: number };
+  | { kind: 'status'; status: number }
+  /** 200 with Content-Length and the bytes, paced at about `bytesPerSecond` (a long transfer from a small image). */
+  | { kind: 'slow'; bytesPerSecond: number };
 
 interface File {
   bytes: Buffer;
   mode: MirrorMode;
   requests: number;
+  /** Body bytes written for this path, over every request. */
+  sent: number;
 }
 
 const CHUNK_BYTES = 64 * 1024;
@@ -65,7 +69,7 @@ export class ImageMirror {
 
   /** Serves `bytes` at `path` in `mode` (default normal); returns the URL. Resets the request count. */
   serve(path: string, bytes: Buffer, mode: MirrorMode = { kind: 'normal' }): string {
-    this.#files.set(path, { bytes, mode, requests: 0 });
+    this.#files.set(path, { bytes, mode, requests: 0, sent: 0 });
     return this.url(path);
   }
 
@@ -79,6 +83,11 @@ export class ImageMirror {
   /** Requests received for `path` (0 for a path never served). */
   requests(path: string): number {
     return this.#files.get(path)?.requests ?? 0;
+  }
+
+  /** Body bytes written for `path` over every request (0 for a path never served). */
+  sentBytes(path: string): number {
+    return this.#files.get(path)?.sent ?? 0;
   }
 
   /** Stops listening and destroys every open socket (stalled responses included). */
@@ -102,14 +111,18 @@ export class ImageMirror {
         return;
       case 'no-content-length':
         res.writeHead(200, { 'content-type': 'application/octet-stream' });
-        void this.#send(res, file.bytes).then(() => res.end());
+        void this.#send(res, file.bytes, file).then(() => res.end());
+        return;
+      case 'slow':
+        res.writeHead(200, { 'content-length': String(file.bytes.length), 'content-type': 'application/octet-stream' });
+        void this.#send(res, file.bytes, file, mode.bytesPerSecond).then(() => res.end());
         return;
       case 'corrupt': {
         const bad = Buffer.from(file.bytes);
         const i = Math.floor(bad.length / 2);
         bad[i] = bad[i]! ^ 0xff;
         res.writeHead(200, { 'content-length': String(bad.length), 'content-type': 'application/octet-stream' });
-        void this.#send(res, bad).then(() => res.end());
+        void this.#send(res, bad, file).then(() => res.end());
         return;
       }
       case 'die':
@@ -119,7 +132,7 @@ export class ImageMirror {
           'content-type': 'application/octet-stream',
         });
         const part = file.bytes.subarray(0, Math.min(mode.afterBytes, file.bytes.length));
-        void this.#send(res, part).then(() => {
+        void this.#send(res, part, file).then(() => {
           // Let the bytes leave before the socket goes, so the client sees them first.
           if (mode.kind === 'die') setTimeout(() => res.socket?.destroy(), 50);
         });
@@ -127,15 +140,26 @@ export class ImageMirror {
       }
       default:
         res.writeHead(200, { 'content-length': String(file.bytes.length), 'content-type': 'application/octet-stream' });
-        void this.#send(res, file.bytes).then(() => res.end());
+        void this.#send(res, file.bytes, file).then(() => res.end());
     }
   }
 
-  /** Writes `bytes` in chunks, honouring backpressure; stops quietly if the response goes away. */
-  async #send(res: http.ServerResponse, bytes: Buffer): Promise<void> {
+  /**
+   * Writes `bytes` in chunks, honouring backpressure; stops quietly if the response goes away.
+   * Counts what it writes into `file.sent`; with `bytesPerSecond`, paces the chunks to that rate.
+   */
+  async #send(res: http.ServerResponse, bytes: Buffer, file?: File, bytesPerSecond?: number): Promise<void> {
+    const started = performance.now();
     for (let off = 0; off < bytes.length; off += CHUNK_BYTES) {
       if (res.destroyed) return;
-      if (!res.write(bytes.subarray(off, off + CHUNK_BYTES))) {
+      if (bytesPerSecond !== undefined && bytesPerSecond > 0) {
+        const dueMs = (off / bytesPerSecond) * 1000 - (performance.now() - started);
+        if (dueMs > 0) await new Promise((resolve) => setTimeout(resolve, dueMs));
+        if (res.destroyed) return;
+      }
+      const chunk = bytes.subarray(off, off + CHUNK_BYTES);
+      if (file) file.sent += chunk.length;
+      if (!res.write(chunk)) {
         await new Promise<void>((resolve) => {
           const done = (): void => {
             res.off('drain', done);
