@@ -82,3 +82,72 @@ export function settled(p: Promise<unknown>): Promise<void> {
     () => undefined,
   );
 }
+
+/** Settles the promise of {@link settleOnce}; true only for the call that settled it. */
+export type Settle<T> = (err: Error | undefined, value?: T) => boolean;
+
+/** Releases what `start` subscribed; told the error the promise is about to reject with, if any. */
+export type Release = (err: Error | undefined) => void;
+
+export interface SettleBounds {
+  /** Give up this many ms from now. Unset: no time bound. */
+  timeoutMs?: number;
+  /** The error when the time bound passes. */
+  onTimeout?: () => Error;
+  /** Runs with that error once the time bound settled the promise (e.g. kill a stalled link). */
+  afterTimeout?: (err: Error) => void;
+  /** Give up when this fires; rejects at once, without calling `start`, if it already has. */
+  signal?: AbortSignal;
+  /** The error when `signal` fires. */
+  onAbort?: () => Error;
+}
+
+/**
+ * The one "settle once, from event listeners" of the project, for work that is not a promise
+ * yet (a socket connecting, a handshake, a channel opening). `start` subscribes to its events,
+ * calls `settle` from them and returns a release; the first `settle` (or the time bound, or the
+ * abort) wins and later ones are ignored. On every path the release runs exactly once, after the
+ * timer and the abort listener are gone and before the promise settles; a `settle` made while
+ * `start` is still running takes effect as soon as `start` returns its release. A `start` that
+ * throws settles with its error (unless it settled first); it has nothing to release.
+ */
+export function settleOnce<T>(bounds: SettleBounds, start: (settle: Settle<T>) => Release): Promise<T> {
+  const { signal, timeoutMs } = bounds;
+  const abortError = (): Error => bounds.onAbort?.() ?? new Error('aborted', { cause: signal?.reason });
+  if (signal?.aborted === true) return Promise.reject(abortError());
+  return new Promise<T>((resolve, reject) => {
+    let outcome: { err: Error | undefined; value: T | undefined } | undefined;
+    let release: Release = () => undefined;
+    let started = false;
+    const finish = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      const { err, value } = outcome!;
+      release(err);
+      if (err !== undefined) reject(err);
+      else resolve(value as T);
+    };
+    const settle: Settle<T> = (err, value) => {
+      if (outcome !== undefined) return false;
+      outcome = { err, value };
+      if (started) finish();
+      return true;
+    };
+    const onAbort = (): void => void settle(abortError());
+    const timer =
+      timeoutMs === undefined
+        ? undefined
+        : setTimeout(() => {
+            const err = bounds.onTimeout?.() ?? new Error(`no result within ${timeoutMs} ms`);
+            if (settle(err)) bounds.afterTimeout?.(err);
+          }, timeoutMs);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      release = start(settle);
+    } catch (err) {
+      outcome ??= { err: err instanceof Error ? err : new Error(String(err)), value: undefined };
+    }
+    started = true;
+    if (outcome !== undefined) finish();
+  });
+}

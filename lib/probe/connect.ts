@@ -5,6 +5,7 @@
  * way. The response head is bounded in size and the whole exchange in time.
  */
 import type { Duplex } from 'node:stream';
+import { settleOnce } from '../wait.ts';
 import { ProbeFailedError } from './errors.ts';
 
 /** Largest response head accepted from the proxy, in bytes. */
@@ -37,87 +38,78 @@ export function connectProbe(stream: Duplex, options: ConnectProbeOptions): Prom
     stream.destroy();
     return Promise.reject(new RangeError(`probe target must be host:port or [v6]:port, got ${JSON.stringify(target)}`));
   }
+  // settleOnce rejects at once, without subscribing, if the signal already fired.
+  if (signal?.aborted === true) stream.destroy();
   const started = performance.now();
-  return new Promise<ConnectProbeResult>((resolve, reject) => {
-    let head = Buffer.alloc(0);
-    let done = false;
-    const finish = (err: Error | undefined, result?: ConnectProbeResult): void => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      stream.off('data', onData);
-      stream.off('end', onEnd);
-      stream.off('close', onEnd);
-      stream.off('error', onError);
-      stream.destroy();
-      if (err) reject(err);
-      else resolve(result!);
-    };
-    const onAbort = (): void =>
-      finish(new ProbeFailedError('PROBE_ABORTED', `probe CONNECT ${target} was aborted`, { cause: signal?.reason }));
-    const onEnd = (): void =>
-      finish(
-        new ProbeFailedError('PROBE_CLOSED', `the proxy closed the connection before answering CONNECT ${target}`),
-      );
-    const onError = (err: Error): void =>
-      finish(new ProbeFailedError('PROBE_CLOSED', `probe CONNECT ${target}: ${err.message}`, { cause: err }));
-    const onData = (chunk: Buffer): void => {
-      head = Buffer.concat([head, chunk]);
-      const end = head.indexOf('\r\n\r\n');
-      if (end < 0) {
-        if (head.length > PROBE_MAX_HEAD_BYTES) {
-          finish(
+  return settleOnce<ConnectProbeResult>(
+    {
+      timeoutMs,
+      onTimeout: () =>
+        new ProbeFailedError('PROBE_TIMEOUT', `the proxy did not answer CONNECT ${target} within ${timeoutMs} ms`),
+      signal,
+      onAbort: () =>
+        new ProbeFailedError('PROBE_ABORTED', `probe CONNECT ${target} was aborted`, { cause: signal?.reason }),
+    },
+    (settle) => {
+      let head = Buffer.alloc(0);
+      const onEnd = (): void =>
+        void settle(
+          new ProbeFailedError('PROBE_CLOSED', `the proxy closed the connection before answering CONNECT ${target}`),
+        );
+      const onError = (err: Error): void =>
+        void settle(new ProbeFailedError('PROBE_CLOSED', `probe CONNECT ${target}: ${err.message}`, { cause: err }));
+      const onData = (chunk: Buffer): void => {
+        head = Buffer.concat([head, chunk]);
+        const end = head.indexOf('\r\n\r\n');
+        if (end < 0) {
+          if (head.length > PROBE_MAX_HEAD_BYTES) {
+            settle(
+              new ProbeFailedError(
+                'PROBE_BAD_RESPONSE',
+                `the proxy's response head exceeds ${PROBE_MAX_HEAD_BYTES} bytes`,
+              ),
+            );
+          }
+          return;
+        }
+        const statusLine = head.subarray(0, Math.min(end, head.indexOf('\r\n'))).toString('latin1');
+        const m = /^HTTP\/1\.[01] (\d{3})(?: .*)?$/.exec(statusLine);
+        if (!m) {
+          settle(
             new ProbeFailedError(
               'PROBE_BAD_RESPONSE',
-              `the proxy's response head exceeds ${PROBE_MAX_HEAD_BYTES} bytes`,
+              `the proxy did not answer with HTTP: ${JSON.stringify(statusLine.slice(0, 80))}`,
             ),
           );
+          return;
         }
-        return;
-      }
-      const statusLine = head.subarray(0, Math.min(end, head.indexOf('\r\n'))).toString('latin1');
-      const m = /^HTTP\/1\.[01] (\d{3})(?: .*)?$/.exec(statusLine);
-      if (!m) {
-        finish(
-          new ProbeFailedError(
-            'PROBE_BAD_RESPONSE',
-            `the proxy did not answer with HTTP: ${JSON.stringify(statusLine.slice(0, 80))}`,
-          ),
-        );
-        return;
-      }
-      const status = Number(m[1]);
-      if (status < 200 || status > 299) {
-        finish(
-          new ProbeFailedError(
-            'PROBE_REFUSED',
-            `the proxy answered CONNECT ${target} with ${statusLine.slice(0, 120)}`,
-            {
-              status,
-            },
-          ),
-        );
-        return;
-      }
-      finish(undefined, { status, latencyMs: performance.now() - started });
-    };
-    const timer = setTimeout(
-      () =>
-        finish(
-          new ProbeFailedError('PROBE_TIMEOUT', `the proxy did not answer CONNECT ${target} within ${timeoutMs} ms`),
-        ),
-      timeoutMs,
-    );
-    if (signal?.aborted === true) {
-      onAbort();
-      return;
-    }
-    signal?.addEventListener('abort', onAbort, { once: true });
-    stream.on('data', onData);
-    stream.once('end', onEnd);
-    stream.once('close', onEnd);
-    stream.on('error', onError);
-    stream.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nUser-Agent: egress-proxies-probe\r\n\r\n`);
-  });
+        const status = Number(m[1]);
+        if (status < 200 || status > 299) {
+          settle(
+            new ProbeFailedError(
+              'PROBE_REFUSED',
+              `the proxy answered CONNECT ${target} with ${statusLine.slice(0, 120)}`,
+              {
+                status,
+              },
+            ),
+          );
+          return;
+        }
+        settle(undefined, { status, latencyMs: performance.now() - started });
+      };
+      stream.on('data', onData);
+      stream.once('end', onEnd);
+      stream.once('close', onEnd);
+      stream.on('error', onError);
+      stream.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nUser-Agent: egress-proxies-probe\r\n\r\n`);
+      return () => {
+        stream.off('data', onData);
+        stream.off('end', onEnd);
+        stream.off('close', onEnd);
+        stream.off('error', onError);
+        stream.destroy();
+      };
+    },
+  );
 }

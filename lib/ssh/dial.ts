@@ -19,6 +19,7 @@ import { SshSession } from './session.ts';
 import type { NegotiatedAlgorithms } from './session.ts';
 import type { SshTarget } from './target.ts';
 import { connectTcp } from './tcp.ts';
+import { settleOnce } from '../wait.ts';
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 export const DEFAULT_READY_TIMEOUT_MS = 10_000;
@@ -141,117 +142,110 @@ function handshake(
   const where = `${target.host}:${target.port}`;
   const readyTimeoutMs = options.readyTimeoutMs ?? DEFAULT_READY_TIMEOUT_MS;
   const { signal } = options;
-  return new Promise<SshSession>((resolve, reject) => {
-    const client = new ssh2.Client();
-    // Permanent guard: ssh2 emits 'error' after we settled too (e.g. a late DISCONNECT).
-    client.on('error', () => undefined);
-    const hostKey = new HostKeyCheck(target, creds.knownHosts.entries);
-    let negotiated: NegotiatedAlgorithms | undefined;
-    let agentError: Error | undefined;
-    let settled = false;
-
-    const finish = (err?: Error): void => {
-      if (settled) return;
-      settled = true;
-      facts.hostKeyRecorded = hostKey.recorded;
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      client.removeListener('error', onError);
-      client.removeListener('close', onClose);
-      client.removeListener('ready', onReady);
-      client.removeListener('handshake', onHandshake);
-      if (err !== undefined) {
-        socket.destroy();
-        reject(err);
-        return;
-      }
-      const session = new SshSession({
-        client,
-        socket,
-        host: target.host,
-        port: target.port,
-        user: target.user,
-        hostKeyFingerprint: hostKey.fingerprint,
-        negotiated,
-        logger: options.logger,
-      });
-      // A re-key presenting another host key kills the session with the SshHostKeyError.
-      hostKey.onLateRefusal = (refusal) => session.kill(refusal);
-      resolve(session);
-    };
-    const onError = (err: Ssh2Error): void => {
-      if (err.level === 'agent') {
-        agentError = err; // ssh2 goes on with the next method
-        return;
-      }
-      if (hostKey.refusal !== undefined) return finish(hostKey.refusal);
-      if (err.level === 'client-authentication') return finish(authError(target, creds, agentError, err));
-      finish(classifyClientError(err, { where, phase: 'dial' }));
-    };
-    const onClose = (): void => {
-      finish(
-        hostKey.refusal ??
-          new SshConnectError(
-            'SSH_CONNECTION_LOST',
-            `SSH connection to ${where} closed before authentication completed`,
-          ),
-      );
-    };
-    const onReady = (): void => finish();
-    const onHandshake = (n: { kex: string; serverHostKey: string; cs: { cipher: string; mac: string } }): void => {
-      negotiated = { kex: n.kex, serverHostKey: n.serverHostKey, cipher: n.cs.cipher, mac: n.cs.mac };
-    };
-    const onAbort = (): void =>
-      finish(new SshAbortedError(`SSH dial to ${where} was aborted`, { cause: signal?.reason }));
-    const timer = setTimeout(() => {
-      finish(
+  return settleOnce<SshSession>(
+    {
+      timeoutMs: readyTimeoutMs,
+      onTimeout: () =>
         new SshTimeoutError(
           'SSH_READY_TIMEOUT',
           `SSH handshake and authentication with ${where} did not complete within ${readyTimeoutMs} ms ` +
             `(server banner, key exchange, host key check, authentication)`,
         ),
-      );
-    }, readyTimeoutMs);
-    client.on('error', onError);
-    client.on('close', onClose);
-    client.on('ready', onReady);
-    client.on('handshake', onHandshake);
-    signal?.addEventListener('abort', onAbort, { once: true });
+      signal,
+      onAbort: () => new SshAbortedError(`SSH dial to ${where} was aborted`, { cause: signal?.reason }),
+    },
+    (settle) => {
+      const client = new ssh2.Client();
+      // Permanent guard: ssh2 emits 'error' after we settled too (e.g. a late DISCONNECT).
+      client.on('error', () => undefined);
+      const hostKey = new HostKeyCheck(target, creds.knownHosts.entries);
+      let negotiated: NegotiatedAlgorithms | undefined;
+      let agentError: Error | undefined;
 
-    const authHandler: AuthMethod[] = [];
-    if (creds.privateKey !== undefined) {
-      authHandler.push({ type: 'publickey', username: target.user, key: creds.privateKey } as AuthMethod);
-    }
-    if (creds.agentSocket !== undefined) {
-      authHandler.push({ type: 'agent', username: target.user, agent: creds.agentSocket } as AuthMethod);
-    }
-    const keepaliveIntervalMs = options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_INTERVAL_MS;
-    const config: ConnectConfig = {
-      sock: socket,
-      username: target.user,
-      authHandler,
-      hostVerifier: hostKey.verify,
-      readyTimeout: 0, // our own timer above, so the error is ours
-      keepaliveInterval: keepaliveIntervalMs,
-      keepaliveCountMax: options.keepaliveCountMax ?? DEFAULT_KEEPALIVE_COUNT_MAX,
-      strictVendor: false,
-      algorithms: {
-        cipher: [...(options.ciphers ?? DEFAULT_CIPHERS)] as CipherAlgorithm[],
-        serverHostKey: hostKeyAlgorithms(
-          knownKeyTypes(creds.knownHosts.entries, target.host, target.port),
-        ) as ServerHostKeyAlgorithm[],
-      },
-    };
-    try {
-      client.connect(config);
-    } catch (err) {
-      finish(
-        new SshConfigError(`invalid SSH options for ${where}: ${(err as Error).message} (check options.ciphers)`, {
-          cause: err,
-        }),
-      );
-    }
-  });
+      const onError = (err: Ssh2Error): void => {
+        if (err.level === 'agent') {
+          agentError = err; // ssh2 goes on with the next method
+          return;
+        }
+        if (hostKey.refusal !== undefined) return void settle(hostKey.refusal);
+        if (err.level === 'client-authentication') return void settle(authError(target, creds, agentError, err));
+        settle(classifyClientError(err, { where, phase: 'dial' }));
+      };
+      const onClose = (): void => {
+        settle(
+          hostKey.refusal ??
+            new SshConnectError(
+              'SSH_CONNECTION_LOST',
+              `SSH connection to ${where} closed before authentication completed`,
+            ),
+        );
+      };
+      const onReady = (): void => {
+        const session = new SshSession({
+          client,
+          socket,
+          host: target.host,
+          port: target.port,
+          user: target.user,
+          hostKeyFingerprint: hostKey.fingerprint,
+          negotiated,
+          logger: options.logger,
+        });
+        // A re-key presenting another host key kills the session with the SshHostKeyError.
+        hostKey.onLateRefusal = (refusal) => session.kill(refusal);
+        settle(undefined, session);
+      };
+      const onHandshake = (n: { kex: string; serverHostKey: string; cs: { cipher: string; mac: string } }): void => {
+        negotiated = { kex: n.kex, serverHostKey: n.serverHostKey, cipher: n.cs.cipher, mac: n.cs.mac };
+      };
+      client.on('error', onError);
+      client.on('close', onClose);
+      client.on('ready', onReady);
+      client.on('handshake', onHandshake);
+
+      const authHandler: AuthMethod[] = [];
+      if (creds.privateKey !== undefined) {
+        authHandler.push({ type: 'publickey', username: target.user, key: creds.privateKey } as AuthMethod);
+      }
+      if (creds.agentSocket !== undefined) {
+        authHandler.push({ type: 'agent', username: target.user, agent: creds.agentSocket } as AuthMethod);
+      }
+      const keepaliveIntervalMs = options.keepaliveIntervalMs ?? DEFAULT_KEEPALIVE_INTERVAL_MS;
+      const config: ConnectConfig = {
+        sock: socket,
+        username: target.user,
+        authHandler,
+        hostVerifier: hostKey.verify,
+        readyTimeout: 0, // our own time bound (settleOnce), so the error is ours
+        keepaliveInterval: keepaliveIntervalMs,
+        keepaliveCountMax: options.keepaliveCountMax ?? DEFAULT_KEEPALIVE_COUNT_MAX,
+        strictVendor: false,
+        algorithms: {
+          cipher: [...(options.ciphers ?? DEFAULT_CIPHERS)] as CipherAlgorithm[],
+          serverHostKey: hostKeyAlgorithms(
+            knownKeyTypes(creds.knownHosts.entries, target.host, target.port),
+          ) as ServerHostKeyAlgorithm[],
+        },
+      };
+      try {
+        client.connect(config);
+      } catch (err) {
+        settle(
+          new SshConfigError(`invalid SSH options for ${where}: ${(err as Error).message} (check options.ciphers)`, {
+            cause: err,
+          }),
+        );
+      }
+      return (err) => {
+        facts.hostKeyRecorded = hostKey.recorded;
+        client.removeListener('error', onError);
+        client.removeListener('close', onClose);
+        client.removeListener('ready', onReady);
+        client.removeListener('handshake', onHandshake);
+        if (err !== undefined) socket.destroy();
+      };
+    },
+  );
 }
 
 function authError(target: SshTarget, creds: SshCredentials, agentError: Error | undefined, err: Error): SshAuthError {

@@ -18,6 +18,7 @@ import {
 import { classifyClientError, classifyOpenError } from './classify.ts';
 import type { SshLogger } from './logger.ts';
 import { DEFAULT_LIBVIRT_SOCKET } from '../rules.ts';
+import { settleOnce } from '../wait.ts';
 
 /** The libvirt daemon's read-write socket on a host. (lib/rules.ts) */
 export { DEFAULT_LIBVIRT_SOCKET };
@@ -178,55 +179,44 @@ export class SshSession extends EventEmitter<SessionEvents> {
     const { signal } = options;
     const where = `${this.host}:${this.port}`;
     if (this.#deadReason !== undefined) return Promise.reject(this.#deadError());
-    if (signal?.aborted === true) {
-      return Promise.reject(new SshAbortedError(`opening ${what} on ${where} was aborted`, { cause: signal.reason }));
-    }
-    return new Promise<Duplex>((resolve, reject) => {
-      let settled = false;
-      const settle = (err: Error | undefined, channel?: ClientChannel): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        signal?.removeEventListener('abort', onAbort);
-        this.#pendingOpens.delete(onKill);
-        if (err !== undefined) reject(err);
-        else if (channel !== undefined) resolve(channel);
-      };
-      const onKill = (): void => settle(this.#deadError());
-      const onAbort = (): void =>
-        settle(new SshAbortedError(`opening ${what} on ${where} was aborted`, { cause: signal?.reason }));
-      const timer = setTimeout(() => {
-        const err = new SshTimeoutError(
-          'SSH_OPEN_TIMEOUT',
-          `opening a channel to ${what} on ${where} took longer than ${timeoutMs} ms; the connection is stalled`,
-        );
-        settle(err);
-        this.kill(err);
-      }, timeoutMs);
-      this.#pendingOpens.add(onKill);
-      signal?.addEventListener('abort', onAbort, { once: true });
-      try {
-        open((err, channel) => {
-          if (err !== undefined && err !== null) {
-            settle(this.#deadReason !== undefined ? this.#deadError() : classify(err, where));
-            return;
-          }
-          channel.on('error', () => undefined);
-          if (settled || this.#deadReason !== undefined) {
-            // Too late (aborted, timed out, killed): give the channel back.
+    return settleOnce<Duplex>(
+      {
+        timeoutMs,
+        onTimeout: () =>
+          new SshTimeoutError(
+            'SSH_OPEN_TIMEOUT',
+            `opening a channel to ${what} on ${where} took longer than ${timeoutMs} ms; the connection is stalled`,
+          ),
+        afterTimeout: (err) => this.kill(err),
+        signal,
+        onAbort: () => new SshAbortedError(`opening ${what} on ${where} was aborted`, { cause: signal?.reason }),
+      },
+      (settle) => {
+        const onKill = (): void => void settle(this.#deadError());
+        this.#pendingOpens.add(onKill);
+        try {
+          open((err, channel) => {
+            if (err !== undefined && err !== null) {
+              settle(this.#deadReason !== undefined ? this.#deadError() : classify(err, where));
+              return;
+            }
+            channel.on('error', () => undefined);
+            if (this.#deadReason === undefined && settle(undefined, channel)) {
+              this.#channels.add(channel);
+              channel.once('close', () => this.#channels.delete(channel));
+              return;
+            }
+            // Too late (killed, aborted, timed out): give the channel back.
             if (this.#deadReason !== undefined) destroyChannel(channel, this.#deadReason);
             else channel.destroy();
-            return;
-          }
-          this.#channels.add(channel);
-          channel.once('close', () => this.#channels.delete(channel));
-          settle(undefined, channel);
-        });
-      } catch (err) {
-        // ssh2 throws "Not connected" synchronously once its socket is gone.
-        settle(new SshSessionDeadError(`SSH session to ${where} is not connected`, { cause: err }));
-      }
-    });
+          });
+        } catch (err) {
+          // ssh2 throws "Not connected" synchronously once its socket is gone.
+          settle(new SshSessionDeadError(`SSH session to ${where} is not connected`, { cause: err }));
+        }
+        return () => this.#pendingOpens.delete(onKill);
+      },
+    );
   }
 
   /**

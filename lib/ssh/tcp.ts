@@ -1,6 +1,7 @@
 /** The TCP half of a dial: we create and own the socket that ssh2 then runs over. */
 import { connect } from 'node:net';
 import type { Socket } from 'node:net';
+import { settleOnce } from '../wait.ts';
 import { SshAbortedError, SshConnectError, SshTimeoutError } from './errors.ts';
 
 /**
@@ -12,48 +13,35 @@ import { SshAbortedError, SshConnectError, SshTimeoutError } from './errors.ts';
  */
 export function connectTcp(host: string, port: number, timeoutMs: number, signal?: AbortSignal): Promise<Socket> {
   const where = `${host}:${port}`;
-  if (signal?.aborted === true) {
-    return Promise.reject(new SshAbortedError(`TCP connect to ${where} was aborted`, { cause: signal.reason }));
-  }
-  return new Promise<Socket>((resolve, reject) => {
-    const socket = connect({ host, port, noDelay: true });
-    socket.on('error', () => undefined);
-    let settled = false;
-    const finish = (err?: Error): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      socket.removeListener('connect', onConnect);
-      socket.removeListener('error', onError);
-      if (err !== undefined) {
-        socket.destroy();
-        reject(err);
-      } else {
-        resolve(socket);
-      }
-    };
-    const onConnect = (): void => {
-      socket.setNoDelay(true);
-      finish();
-    };
-    const onError = (err: NodeJS.ErrnoException): void => {
-      finish(
-        new SshConnectError('SSH_CONNECT_FAILED', `TCP connect to ${where} failed: ${err.code ?? err.message}`, {
-          cause: err,
-        }),
-      );
-    };
-    const onAbort = (): void => {
-      finish(new SshAbortedError(`TCP connect to ${where} was aborted`, { cause: signal?.reason }));
-    };
-    const timer = setTimeout(() => {
-      finish(
+  return settleOnce<Socket>(
+    {
+      timeoutMs,
+      onTimeout: () =>
         new SshTimeoutError('SSH_CONNECT_TIMEOUT', `TCP connect to ${where} did not complete within ${timeoutMs} ms`),
-      );
-    }, timeoutMs);
-    socket.once('connect', onConnect);
-    socket.once('error', onError);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
+      signal,
+      onAbort: () => new SshAbortedError(`TCP connect to ${where} was aborted`, { cause: signal?.reason }),
+    },
+    (settle) => {
+      const socket = connect({ host, port, noDelay: true });
+      socket.on('error', () => undefined);
+      const onConnect = (): void => {
+        socket.setNoDelay(true);
+        settle(undefined, socket);
+      };
+      const onError = (err: NodeJS.ErrnoException): void => {
+        settle(
+          new SshConnectError('SSH_CONNECT_FAILED', `TCP connect to ${where} failed: ${err.code ?? err.message}`, {
+            cause: err,
+          }),
+        );
+      };
+      socket.once('connect', onConnect);
+      socket.once('error', onError);
+      return (err) => {
+        socket.removeListener('connect', onConnect);
+        socket.removeListener('error', onError);
+        if (err !== undefined) socket.destroy();
+      };
+    },
+  );
 }
