@@ -92,8 +92,8 @@ async function cleanHost(host: TestHost, entry: string): Promise<void> {
 }
 
 /**
- * Writes the closed run of `workflowId` as `<name>.sdk-<version>.json` in the CLI's JSON form (the
- * SDK's own `historyToJSON` refuses the client's decoded history: two copies of protobufjs).
+ * Writes the closed run of `workflowId` as `<name>.sdk-<version>.json` in the CLI's JSON form, the
+ * same form the Web UI downloads, so a history from a production incident can be dropped in too.
  */
 async function save(name: string, workflowId: string, what: string): Promise<void> {
   const { stdout: cli } = await pexec(join(PROJECT_ROOT, 'scripts/temporal'), ['path'], { timeout: 30_000 });

@@ -10,11 +10,9 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
-import type * as proto from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
 import type { ReplayResult } from '@temporalio/worker';
 import { createLogger } from '../../lib/log/logger.ts';
@@ -25,22 +23,6 @@ const REPLAY_DIR = fileURLToPath(new URL('../replay/', import.meta.url));
 const HISTORY_FILE = /^(?<name>[a-z0-9-]+)\.sdk-(?<sdk>\d+\.\d+\.\d+)\.json$/;
 /** The runs issue 8 asks to be replayed; each must have a history. */
 const REQUIRED = ['proxy-create-delete', 'proxy-capacity-wait', 'proxy-failed-create', 'proxy-cancel-mid-upload'];
-
-/**
- * The SDK's own `historyFromJSON` (which `runReplayHistories` calls on JSON) fails here with
- * "type must be a Type": npm gives @temporalio/common and @temporalio/proto separate copies of
- * protobufjs 8 (the hoisted one is grpc's 7.x), and common's protojson checks `instanceof` against
- * its own copy. So the JSON is parsed with the protojson of @temporalio/proto's copy, and the
- * replay gets proto objects (which it takes as they are).
- */
-type ProtoJson = { fromJson: (type: unknown, json: unknown, options: { ignoreUnknownFields: boolean }) => unknown };
-type PatchRoot = { patchProtobufRoot: (root: unknown) => { lookupType(name: string): unknown } };
-const require = createRequire(import.meta.url);
-const protojson = createRequire(require.resolve('@temporalio/proto'))('protobufjs/ext/protojson') as ProtoJson;
-const { patchProtobufRoot } = require('@temporalio/proto/lib/patch-protobuf-root') as PatchRoot;
-const historyType = patchProtobufRoot(require('@temporalio/proto')).lookupType('temporal.api.history.v1.History');
-const historyFromCliJson = (json: unknown): proto.temporal.api.history.v1.History =>
-  protojson.fromJson(historyType, json, { ignoreUnknownFields: true }) as proto.temporal.api.history.v1.History;
 
 interface RecordedHistory {
   file: string;
@@ -83,7 +65,7 @@ test('every recorded history replays against the current workflows without a det
   try {
     const replay = Worker.runReplayHistories(
       { workflowsPath, plugins: [tracing.plugin], replayName: 'test/unit/replay.test.ts' },
-      histories.map((h) => ({ workflowId: h.workflowId, history: historyFromCliJson(h.history) })),
+      histories.map((h) => ({ workflowId: h.workflowId, history: h.history })),
     );
     for await (const r of replay) results.push(r);
   } finally {
