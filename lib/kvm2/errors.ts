@@ -193,3 +193,12 @@ export class Kvm2ResizeError extends ProjectError {
   readonly code = 'KVM2_RESIZE_UNSUPPORTED';
   readonly kind: ErrorKind = 'Permanent';
 }
+
+/**
+ * The host lacks a storage pool or network that the provider entry names. Permanent: an operator
+ * must create it on the host or fix the providers file; the message names the field.
+ */
+export class Kvm2HostSetupError extends ProjectError {
+  readonly code = 'KVM2_HOST_SETUP';
+  readonly kind: ErrorKind = 'Permanent';
+}

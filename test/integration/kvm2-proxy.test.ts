@@ -21,7 +21,12 @@ import { createProxy } from '../../lib/kvm2/proxy/create.ts';
 import type { CreateProxyInput } from '../../lib/kvm2/proxy/create.ts';
 import { deleteProxy } from '../../lib/kvm2/proxy/delete.ts';
 import { parseOwnerMetadata } from '../../lib/kvm2/proxy/domain-xml.ts';
-import { InsufficientCapacity, Kvm2AddressUnreadableError, Kvm2AdoptionRefusedError } from '../../lib/kvm2/errors.ts';
+import {
+  InsufficientCapacity,
+  Kvm2AddressUnreadableError,
+  Kvm2AdoptionRefusedError,
+  Kvm2HostSetupError,
+} from '../../lib/kvm2/errors.ts';
 import { getProxy, listProxies } from '../../lib/kvm2/proxy/inspect.ts';
 import { proxyObjectNames } from '../../lib/kvm2/proxy/object-names.ts';
 import { HostLinks } from '../../lib/ssh/pool.ts';
@@ -237,6 +242,21 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
       await inHost(host, ['virsh', '-q', 'pool-destroy', poolName]).catch(() => {});
       await inHost(host, ['sh', '-c', `umount ${dir}; rmdir ${dir}`]).catch(() => {});
     }
+  });
+
+  test('a network or pool the host lacks is a Permanent KVM2_HOST_SETUP naming the field', async () => {
+    await assert.rejects(createProxy(input('echo', { network: `nonet-${run}` })), (err: unknown) => {
+      assert.ok(err instanceof Kvm2HostSetupError, String(err));
+      assert.equal(err.kind, 'Permanent');
+      assert.match(err.message, /network "nonet-[a-z0-9]+" \(providers\[\]\.network\)/);
+      return true;
+    });
+    await deleteProxy({ links, ownerUid: owner, entry, name: 'echo', pool: host.pool });
+    await assert.rejects(createProxy(input('foxtrot', { pool: `nopool-${run}` })), (err: unknown) => {
+      assert.ok(err instanceof Kvm2HostSetupError, String(err));
+      assert.match(err.message, /storage pool "nopool-[a-z0-9]+" \(providers\[\]\.storagePool\)/);
+      return true;
+    });
   });
 
   async function defineBare(name: string): Promise<void> {

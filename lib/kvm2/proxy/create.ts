@@ -10,7 +10,7 @@ import type { HostLinks } from '../../ssh/pool.ts';
 import { buildCloudInitSeed } from '../seed/cloud-config.ts';
 import { buildDomainXml } from './domain-xml.ts';
 import { buildVolumeXml } from '../volume-xml.ts';
-import { InsufficientCapacity } from '../errors.ts';
+import { InsufficientCapacity, Kvm2HostSetupError } from '../errors.ts';
 import { lookupDomain, lookupVol, rpcOn } from '../rpc.ts';
 import { assertOwned, readOwnerMark } from './adoption-guard.ts';
 import { proxyObjectNames } from './object-names.ts';
@@ -70,7 +70,9 @@ export async function createProxy(input: CreateProxyInput): Promise<CreatedProxy
   if (existing)
     assertOwned(names.domain, await rpc((c, call) => readOwnerMark(c, existing, call)), input.ownerUid, input.entry);
 
-  const pool = await rpc((c, call) => c.storagePoolLookupByName(input.pool, call));
+  const pool = await rpc((c, call) => c.storagePoolLookupByName(input.pool, call)).catch((err: unknown) => {
+    throw hostLacks(err, input.links, 'storage pool', input.pool, 'storagePool');
+  });
   let overlay = await lookupVol(rpc, pool, names.overlayVolume);
   let seedVol = await lookupVol(rpc, pool, names.seedVolume);
   if (!overlay || !seedVol) {
@@ -141,8 +143,25 @@ export async function createProxy(input: CreateProxyInput): Promise<CreatedProxy
       started = true;
     } catch (err) {
       // Started meanwhile (a concurrent retry): that is the state we want.
-      if (!(err instanceof LibvirtError && err.libvirtCode === ErrorNumber.OPERATION_INVALID)) throw err;
+      if (!(err instanceof LibvirtError && err.libvirtCode === ErrorNumber.OPERATION_INVALID)) {
+        throw hostLacks(err, input.links, 'network', input.network, 'network');
+      }
     }
   }
   return { domain: names.domain, uuid: names.uuid, mac: names.mac, overlayPath, seedPath, defined, started };
+}
+
+/**
+ * A storage pool or network the entry names that the host does not have (libvirt's NO_STORAGE_POOL
+ * or NO_NETWORK, NotFound in the error table, which is meant for deletes) becomes a Permanent
+ * {@link Kvm2HostSetupError} naming the providers-file field; any other error passes through.
+ */
+function hostLacks(err: unknown, links: HostLinks, what: string, name: string, field: string): unknown {
+  const code = err instanceof LibvirtError ? err.libvirtCode : undefined;
+  if (code !== ErrorNumber.NO_STORAGE_POOL && code !== ErrorNumber.NO_NETWORK) return err;
+  return new Kvm2HostSetupError(
+    `host ${links.target.name} has no libvirt ${what} "${name}" (providers[].${field}): create it on the host ` +
+      `(docs/operator-guide.md, "What a libvirt host needs") or name one it has`,
+    { cause: err },
+  );
 }
