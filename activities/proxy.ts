@@ -10,6 +10,7 @@ import {
   getProxy,
   hostHealth,
   listProxies,
+  readConsoleTail,
   resizeProxy,
 } from '../lib/kvm2/index.ts';
 import type { CreatedProxy, DeletedProxy, ResizedProxy } from '../lib/kvm2/index.ts';
@@ -215,6 +216,21 @@ export function proxyActivities(registry: HostRegistry) {
           signal: signal(),
         });
       });
+    },
+
+    /**
+     * The last lines of the VM's serial console log on its host (over the host's SSH session), for
+     * the reason of a failed boot. A failure to read is reported as one line, not thrown.
+     */
+    async readConsoleTail(input: PlacedProxy): Promise<string[]> {
+      const { proxy } = input;
+      try {
+        const session = await registry.probeSession(proxy.entry, input.host, signal());
+        return await readConsoleTail(session, identity(proxy), { lines: 20, timeoutMs: 10_000, signal: signal() });
+      } catch (err) {
+        if (signal().aborted) throw signal().reason;
+        return [`(the console log could not be read: ${describe(err)})`];
+      }
     },
 
     /** Deletes the proxy's domain, overlay and seed (NotFound counts as done; the base stays). */

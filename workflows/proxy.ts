@@ -441,6 +441,9 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
         ...st,
         lastError: st.lastError ?? { kind: 'Permanent', code: failed.code, message: failed.message, at: nowIso() },
       };
+      if (failed.code === 'BOOT_TIMEOUT' && resolved !== undefined && st.host !== undefined) {
+        st = { ...st, consoleTail: await probe.readConsoleTail({ proxy: resolved, host: st.host }) };
+      }
       if (resolved !== undefined) await compensate(resolved);
       setState('Failed', failed.message);
       return { state: 'Failed', host: st.host, reason: failed.message };

@@ -24,3 +24,4 @@ export type { ImageFormat } from './images/base-names.ts';
 export * from './errors.ts';
 export { resizeProxy } from './proxy/resize.ts';
 export type { ResizeProxyInput, ResizedProxy } from './proxy/resize.ts';
+export { readConsoleTail, CONSOLE_TAIL_MAX_BYTES } from './proxy/console.ts';

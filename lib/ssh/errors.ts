@@ -122,7 +122,8 @@ export class SshConnectError extends ProjectError {
 }
 
 /** Codes of {@link SshTimeoutError}. */
-export type SshTimeoutCode = 'SSH_CONNECT_TIMEOUT' | 'SSH_READY_TIMEOUT' | 'SSH_KEEPALIVE_TIMEOUT' | 'SSH_OPEN_TIMEOUT';
+export type SshTimeoutCode =
+  'SSH_CONNECT_TIMEOUT' | 'SSH_READY_TIMEOUT' | 'SSH_KEEPALIVE_TIMEOUT' | 'SSH_OPEN_TIMEOUT' | 'SSH_EXEC_TIMEOUT';
 
 /** A bounded wait expired: TCP connect, handshake+auth, keepalive, or a channel open. Transient. */
 export class SshTimeoutError extends ProjectError {

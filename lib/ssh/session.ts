@@ -169,6 +169,75 @@ export class SshSession extends EventEmitter<SessionEvents> {
     );
   }
 
+  /**
+   * Runs `command` on the host (an `exec` channel) and resolves with at most `maxBytes` of its
+   * standard output (the rest is dropped and `truncated` set) and its exit code, within
+   * `timeoutMs` from opening to exit. Standard error is read and dropped. The session lives on;
+   * the channel is closed on every path. The command string goes to the host's shell as is:
+   * callers quote what they interpolate.
+   */
+  async exec(
+    command: string,
+    options: { timeoutMs: number; maxBytes: number; signal?: AbortSignal },
+  ): Promise<{ stdout: Buffer; truncated: boolean; code: number | undefined }> {
+    const started = Date.now();
+    const where = `${this.host}:${this.port}`;
+    const channel = await this.#openChannel(
+      'a command',
+      { timeoutMs: options.timeoutMs, signal: options.signal },
+      (cb) => this.#client.exec(command, cb),
+      (err) => new SshChannelOpenError(`sshd on ${where} refused to run a command: ${err.message}`, { cause: err }),
+    );
+    const remaining = Math.max(1, options.timeoutMs - (Date.now() - started));
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let truncated = false;
+    return settleOnce<{ stdout: Buffer; truncated: boolean; code: number | undefined }>(
+      {
+        timeoutMs: remaining,
+        onTimeout: () =>
+          new SshTimeoutError(
+            'SSH_OPEN_TIMEOUT',
+            `a command on ${where} did not finish within ${options.timeoutMs} ms`,
+          ),
+        signal: options.signal,
+        onAbort: () => new SshAbortedError(`a command on ${where} was aborted`, { cause: options.signal?.reason }),
+      },
+      (settle) => {
+        let code: number | undefined;
+        const onData = (chunk: Buffer): void => {
+          const room = options.maxBytes - size;
+          if (chunk.length > room) truncated = true;
+          if (room > 0) {
+            const part = chunk.subarray(0, room);
+            chunks.push(part);
+            size += part.length;
+          }
+        };
+        const onExit = (c: number | null): void => {
+          code = c ?? undefined;
+        };
+        const onClose = (): void => void settle(undefined, { stdout: Buffer.concat(chunks), truncated, code });
+        const onError = (err: Error): void => void settle(err);
+        const stderr = (channel as ClientChannel).stderr;
+        const drop = (): void => undefined;
+        channel.on('data', onData);
+        stderr.on('data', drop);
+        channel.once('exit', onExit);
+        channel.once('close', onClose);
+        channel.once('error', onError);
+        return () => {
+          channel.off('data', onData);
+          stderr.off('data', drop);
+          channel.off('exit', onExit);
+          channel.off('close', onClose);
+          channel.off('error', onError);
+          channel.destroy();
+        };
+      },
+    );
+  }
+
   #openChannel(
     what: string,
     options: OpenStreamLocalOptions,

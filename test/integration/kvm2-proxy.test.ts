@@ -29,6 +29,7 @@ import {
 } from '../../lib/kvm2/errors.ts';
 import { getProxy, listProxies } from '../../lib/kvm2/proxy/inspect.ts';
 import { proxyObjectNames } from '../../lib/kvm2/proxy/object-names.ts';
+import { CONSOLE_TAIL_MAX_BYTES, readConsoleTail } from '../../lib/kvm2/proxy/console.ts';
 import { HostLinks } from '../../lib/ssh/pool.ts';
 import { hostTarget, inHost, loadTestHosts } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
@@ -257,6 +258,26 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
       assert.match(err.message, /storage pool "nopool-[a-z0-9]+" \(providers\[\]\.storagePool\)/);
       return true;
     });
+  });
+
+  test("the console log's tail is read over SSH: last lines, control characters dropped, bounded", async () => {
+    const id = { ownerUid: owner, entry, name: 'golf' };
+    const path = proxyObjectNames(id).consoleLogPath;
+    const filler = 'x'.repeat(100) + '\n';
+    const script = `mkdir -p "$(dirname ${path})" && { for i in $(seq 1 10000); do printf '${filler.replace('\n', '\\n')}'; done; printf 'SeaBIOS\\033[2J\\r\\nBooting from Hard Disk...\\nNo bootable device.\\n'; } > ${path}`;
+    await inHost(host, ['sh', '-c', script]);
+    const session = (await links.dedicated('health')).session;
+    try {
+      const lines = await readConsoleTail(session, id, { lines: 3, timeoutMs: 10_000 });
+      assert.deepEqual(lines, ['SeaBIOS[2J', 'Booting from Hard Disk...', 'No bootable device.']);
+      const all = await readConsoleTail(session, id, { lines: 100_000 });
+      assert.ok(all.join('\n').length <= CONSOLE_TAIL_MAX_BYTES, 'at most the bounded tail is read');
+      assert.ok(all.length > 50 && all.length < 100, `${all.length} lines from the last 8 KiB`);
+      assert.deepEqual(await readConsoleTail(session, { ...id, name: 'nolog' }), [], 'no log yet: no lines');
+    } finally {
+      session.kill(new Error('test done'));
+      await inHost(host, ['rm', '-f', path]);
+    }
   });
 
   async function defineBare(name: string): Promise<void> {
