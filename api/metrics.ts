@@ -27,10 +27,24 @@ export function createMetrics(store: ProxyStore, options: { scrapeTimeoutMs?: nu
     labelNames: ['operation'] as const,
     registers: [registry],
   });
-  const up = new Gauge({
+  // One visibility scrape feeds the three gauges below: prom-client collects them concurrently.
+  const timeoutMs = options.scrapeTimeoutMs ?? 5_000;
+  let scrape: { at: number; result: Promise<Scrape | undefined> } | undefined;
+  const scrapeOnce = (): Promise<Scrape | undefined> => {
+    if (scrape === undefined || Date.now() - scrape.at > 1_000) {
+      scrape = { at: Date.now(), result: countAll(store, timeoutMs).catch(() => undefined) };
+    }
+    return scrape.result;
+  };
+  new Gauge({
     name: 'egress_api_temporal_up',
     help: '1 if the last scrape could count proxies in Temporal visibility, else 0',
     registers: [registry],
+    async collect() {
+      const counts = await scrapeOnce();
+      this.set(counts === undefined ? 0 : 1);
+      if (counts === undefined) temporalErrors.inc({ operation: 'count' });
+    },
   });
   new Gauge({
     name: 'egress_proxies',
@@ -38,24 +52,9 @@ export function createMetrics(store: ProxyStore, options: { scrapeTimeoutMs?: nu
     labelNames: ['state'] as const,
     registers: [registry],
     async collect() {
-      const timeoutMs = options.scrapeTimeoutMs ?? 5_000;
-      try {
-        const counts = await withTimeout(
-          Promise.all(
-            PROXY_STATES.map(
-              async (state) =>
-                [state, await store.count(listQuery({ state, openOnly: OPEN_STATES.has(state) }))] as const,
-            ),
-          ),
-          timeoutMs,
-        );
-        for (const [state, n] of counts) this.set({ state }, n);
-        up.set(1);
-      } catch {
-        this.reset();
-        up.set(0);
-        temporalErrors.inc({ operation: 'count' });
-      }
+      const counts = await scrapeOnce();
+      this.reset();
+      for (const [state, n] of counts?.byState ?? []) this.set({ state }, n);
     },
   });
   new Gauge({
@@ -63,16 +62,9 @@ export function createMetrics(store: ProxyStore, options: { scrapeTimeoutMs?: nu
     help: 'Open proxy workflows whose ProxyHealthy search attribute is true',
     registers: [registry],
     async collect() {
-      try {
-        this.set(
-          await withTimeout(
-            store.count(listQuery({ healthy: true, openOnly: true })),
-            options.scrapeTimeoutMs ?? 5_000,
-          ),
-        );
-      } catch {
-        this.reset();
-      }
+      const counts = await scrapeOnce();
+      this.reset();
+      if (counts !== undefined) this.set(counts.healthy);
     },
   });
   const requests = new Counter({
@@ -89,6 +81,26 @@ export function createMetrics(store: ProxyStore, options: { scrapeTimeoutMs?: nu
     registers: [registry],
   });
   return { registry, requests, duration, temporalErrors };
+}
+
+interface Scrape {
+  byState: (readonly [string, number])[];
+  healthy: number;
+}
+
+async function countAll(store: ProxyStore, timeoutMs: number): Promise<Scrape> {
+  const [byState, healthy] = await withTimeout(
+    Promise.all([
+      Promise.all(
+        PROXY_STATES.map(
+          async (state) => [state, await store.count(listQuery({ state, openOnly: OPEN_STATES.has(state) }))] as const,
+        ),
+      ),
+      store.count(listQuery({ healthy: true, openOnly: true })),
+    ]),
+    timeoutMs,
+  );
+  return { byState, healthy };
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
