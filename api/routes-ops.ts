@@ -65,8 +65,8 @@ export function registerOpsRoutes(app: FastifyInstance, o: OpsRoutesOptions): vo
       throw new ApiError(
         404,
         'NO_PROVIDER_HEALTH',
-        'no provider-health run yet: a worker creates the schedule at start-up (unless --no-schedules) and it first ' +
-          'runs after hostHealthIntervalMs',
+        'no provider-health result yet: a worker creates the schedule at start-up (unless --no-schedules), it first ' +
+          'runs after hostHealthIntervalMs, and a run answers once a worker polls its task queue',
       );
     }
     return view;

@@ -45,6 +45,8 @@ export interface ProviderHealthView {
   runId: string;
   /** The run is still surveying (the result so far, from its query). */
   running: boolean;
+  /** A newer run exists but did not answer (no worker picked it up): this is an older one. */
+  stale: boolean;
   result: ProviderHealthResult;
 }
 
@@ -329,16 +331,26 @@ export function temporalStore(client: Client, options: TemporalStoreOptions = {}
         if ((err as Error).name === 'ScheduleNotFoundError') return undefined;
         throw err;
       }
-      const last = desc.info.recentActions.at(-1);
-      if (last === undefined) return undefined;
-      const { workflowId, firstExecutionRunId: runId } = last.action.workflow;
-      const h = client.workflow.getHandle(workflowId, runId);
-      const info = await call('describe', () => h.describe());
-      const running = info.status.name === 'RUNNING';
-      const result = running
-        ? await call('the result query', () => h.query<ProviderHealthResult>(FLEET_RESULT_QUERY), 5_000)
-        : await call('the result', () => h.result() as Promise<ProviderHealthResult>);
-      return { scheduleId: HEALTH_SCHEDULE_ID, workflowId, runId, running, result };
+      // Newest first: the latest run that answers. A run no worker has picked up cannot answer
+      // its query; an older, completed run then stands in (marked stale).
+      const runs = [...desc.info.recentActions].reverse();
+      for (const [i, action] of runs.entries()) {
+        const { workflowId, firstExecutionRunId: runId } = action.action.workflow;
+        const h = client.workflow.getHandle(workflowId, runId);
+        try {
+          const info = await call('describe', () => h.describe());
+          const running = info.status.name === 'RUNNING';
+          // Only the newest run is asked while it runs: each unanswered query costs its deadline.
+          if ((running && i > 0) || (!running && info.status.name !== 'COMPLETED')) continue;
+          const result = running
+            ? await call('the result query', () => h.query<ProviderHealthResult>(FLEET_RESULT_QUERY), 3_000)
+            : await call('the result', () => h.result() as Promise<ProviderHealthResult>);
+          return { scheduleId: HEALTH_SCHEDULE_ID, workflowId, runId, running, stale: i > 0, result };
+        } catch (err) {
+          if (!isTemporalUnavailable(err) && !(err instanceof WorkflowNotFoundError)) throw err;
+        }
+      }
+      return undefined;
     },
 
     async pollers(taskQueue) {
