@@ -130,6 +130,17 @@ describe('API fuzz from its OpenAPI document', { timeout: 600_000 }, () => {
     doc = (await http(api.url, 'GET', '/openapi.json', { token: tokens.admin })).body as typeof doc;
   });
   after(async () => {
+    // Should a broken build let a start through, end what it started: no worker polls this queue.
+    if (client) {
+      for await (const wf of client.workflow.list({
+        query: `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`,
+      })) {
+        await client.workflow
+          .getHandle(wf.workflowId, wf.runId)
+          .terminate('left by the API fuzz')
+          .catch(() => undefined);
+      }
+    }
     await api?.close();
     await client?.connection.close();
     if (tmp) await rm(tmp, { recursive: true, force: true });
