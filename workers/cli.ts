@@ -9,11 +9,8 @@
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
-import { ConfigError, loadProvidersFile } from '../lib/config/index.ts';
-import { HostLinks } from '../lib/ssh/pool.ts';
-import { hostHealth, hostLinksOptions, hostTarget } from '../lib/kvm2/index.ts';
-import type { HostHealth } from '../lib/kvm2/index.ts';
-import { errorKind } from '../lib/errors.ts';
+import { ConfigError } from '../lib/config/index.ts';
+import { checkHosts, HostCheckUsageError } from './host-check.ts';
 import { SMOKE_WORKFLOW_TYPE } from '../shared/smoke.ts';
 import type { SmokeResult } from '../shared/smoke.ts';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
@@ -78,58 +75,25 @@ async function smoke(): Promise<void> {
   }
 }
 
-async function hostCheck(file: string, entryName: string | undefined): Promise<boolean> {
-  const config = await loadProvidersFile(file);
-  const entries = config.providers.filter((e) => entryName === undefined || e.name === entryName);
-  if (entries.length === 0) {
-    throw new UsageError(
-      `--entry ${entryName}: no such provider entry in ${file} (it has ${config.providers.map((e) => e.name).join(', ')})`,
-    );
-  }
-  let allOk = true;
-  for (const entry of entries) {
-    for (const host of entry.hosts) {
-      const target = hostTarget(entry, host);
-      const links = new HostLinks(target, hostLinksOptions(entry, log));
-      const started = performance.now();
-      try {
-        const link = await links.dedicated('health');
-        let health: HostHealth;
-        try {
-          health = await hostHealth(link.client, entry.storagePool, { timeoutMs });
-        } finally {
-          await link.close();
-        }
-        process.stdout.write(
-          JSON.stringify({ host: target.name, connectMs: Math.round(performance.now() - started), ...health }) + '\n',
-        );
-      } catch (err) {
-        allOk = false;
-        process.stdout.write(
-          JSON.stringify({ host: target.name, reachable: false, kind: errorKind(err), error: (err as Error).message }) +
-            '\n',
-        );
-      } finally {
-        links.close();
-      }
-    }
-  }
-  return allOk;
-}
-
 try {
   if (command === 'smoke') await smoke();
   else if (command === 'host-check') {
     if (values.providers === undefined || rest.length > 0) {
       throw new UsageError('host-check takes --providers FILE (and optionally --entry NAME); see --help');
     }
-    if (!(await hostCheck(values.providers, values.entry))) process.exitCode = 1;
+    const ok = await checkHosts(values.providers, values.entry, {
+      timeoutMs,
+      log,
+      onLine: (line) => process.stdout.write(JSON.stringify(line) + '\n'),
+    });
+    if (!ok) process.exitCode = 1;
   } else {
     process.stderr.write(`unknown command ${JSON.stringify(command)}\n\n${HELP}\n`);
     process.exitCode = 2;
   }
 } catch (err) {
-  if (!(err instanceof ConfigError || err instanceof UsageError)) log.error({ err }, 'command failed');
+  const usage = err instanceof ConfigError || err instanceof UsageError || err instanceof HostCheckUsageError;
+  if (!usage) log.error({ err }, 'command failed');
   process.stderr.write(`${(err as Error).message}\n`);
-  process.exitCode = err instanceof ConfigError || err instanceof UsageError ? 2 : 1;
+  process.exitCode = usage ? 2 : 1;
 }

@@ -123,16 +123,45 @@ export const GcSchema = z.strictObject({
   minAgeMs: timeoutMs(3_600_000, 0),
 });
 
+/**
+ * Whether a CIDR block admits every address (`0.0.0.0/0`, `::/0`: prefix length 0). Squid with
+ * such an ACL is an open proxy; the file refuses it unless `allowOpenProxy: true`.
+ */
+export function isOpenCidr(text: string): boolean {
+  const parsed = parseCidr(text);
+  return parsed.ok && parsed.cidr.prefixLength === 0;
+}
+
 /** The whole file. Name uniqueness is checked by {@link duplicateNameIssues}, on raw input. */
-export const ProvidersFileSchema = z.strictObject({
-  ownerUid: z
-    .string()
-    .regex(/^[A-Za-z0-9][A-Za-z0-9-]{0,62}$/, { error: 'must be letters, digits and "-", at most 63' })
-    .default('egress-proxies'),
-  gc: GcSchema.prefault({}),
-  hostHealthIntervalMs: timeoutMs(60_000, 1000),
-  providers: z.array(ProviderSchema).min(1),
-});
+export const ProvidersFileSchema = z
+  .strictObject({
+    ownerUid: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9-]{0,62}$/, { error: 'must be letters, digits and "-", at most 63' })
+      .default('egress-proxies'),
+    gc: GcSchema.prefault({}),
+    hostHealthIntervalMs: timeoutMs(60_000, 1000),
+    /** Allow `allowedClientCidrs` of `/0` (an open proxy). Default false: such a block is an error. */
+    allowOpenProxy: z.boolean().default(false),
+    providers: z.array(ProviderSchema).min(1),
+  })
+  .superRefine((file, ctx) => {
+    if (file.allowOpenProxy) return;
+    file.providers.forEach((entry, i) => {
+      entry.squid.allowedClientCidrs.forEach((cidr, j) => {
+        if (!isOpenCidr(cidr)) return;
+        ctx.addIssue({
+          code: 'custom',
+          path: ['providers', i, 'squid', 'allowedClientCidrs', j],
+          input: cidr,
+          message: `${cidr} admits every address: Squid would be an open proxy`,
+          params: {
+            fix: 'list the client networks that may use the proxies (e.g. 10.0.0.0/8), or set `allowOpenProxy: true` at the top of the file if an open proxy is really meant',
+          },
+        });
+      });
+    });
+  });
 
 /** The validated providers file, defaults applied. */
 export type ProvidersConfig = z.output<typeof ProvidersFileSchema>;
@@ -177,6 +206,10 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
   hostHealthIntervalMs: {
     hint: 'how often every host is health-checked, in ms',
     example: 'hostHealthIntervalMs: 60000',
+  },
+  allowOpenProxy: {
+    hint: 'true to allow allowedClientCidrs of /0 (0.0.0.0/0, ::/0), which make every proxy an open proxy',
+    example: 'allowOpenProxy: false',
   },
   'providers[].health': {
     hint: 'the proxy health check (a mapping)',

@@ -113,13 +113,42 @@ describe('parseProvidersYaml: valid input and defaults', () => {
   it('accepts IPv6 host addresses, DNS names and IPv6 CIDRs', () => {
     const text = edit('        address: 192.0.2.10', '        address: "2001:db8::10"').replace(
       '[10.0.0.0/8]',
-      '[10.0.0.0/8, "2001:db8::/32", "::/0", 0.0.0.0/0, 192.0.2.7/32]',
+      '[10.0.0.0/8, "2001:db8::/32", 192.0.2.7/32, "2001:db8::7/128"]',
     );
     assert.equal(parseProvidersYaml(text, 't').providers[0]!.hosts[0]!.address, '2001:db8::10');
     assert.equal(
       parseProvidersYaml(edit('        address: 192.0.2.10', '        address: hv1.example.net'), 't').providers[0]!
         .hosts[0]!.address,
       'hv1.example.net',
+    );
+  });
+});
+
+describe('parseProvidersYaml: no open proxy by accident', () => {
+  for (const open of ['0.0.0.0/0', '"::/0"']) {
+    it(`refuses ${open} in allowedClientCidrs, naming the field and both remedies`, () => {
+      const issues = issuesOf(MINIMAL.replace('[10.0.0.0/8]', `[10.0.0.0/8, ${open}]`));
+      const issue = issueAt(issues, 'providers[0].squid.allowedClientCidrs[1]');
+      assert.match(issue.message, /open proxy/);
+      assert.match(issue.fix, /allowOpenProxy: true/);
+      assert.ok(issue.line !== undefined, 'located in the file');
+    });
+  }
+
+  it('accepts /0 blocks when the file sets allowOpenProxy: true, and defaults it to false', () => {
+    assert.equal(parseProvidersYaml(MINIMAL, 't').allowOpenProxy, false);
+    const cfg = parseProvidersYaml(
+      `allowOpenProxy: true\n${MINIMAL.replace('[10.0.0.0/8]', '[0.0.0.0/0, "::/0"]')}`,
+      't',
+    );
+    assert.equal(cfg.allowOpenProxy, true);
+    assert.deepEqual(cfg.providers[0]!.squid.allowedClientCidrs, ['0.0.0.0/0', '::/0']);
+  });
+
+  it('allowOpenProxy must be a boolean', () => {
+    assert.match(
+      issueAt(issuesOf(`allowOpenProxy: yes please\n${MINIMAL}`), 'allowOpenProxy').message,
+      /true or false/,
     );
   });
 });
@@ -362,7 +391,7 @@ describe('parseProvidersYaml: each problem names the field and the fix', () => {
     );
     assert.deepEqual(
       issueAt(issuesOf(`${MINIMAL}version: 1\n`), 'version').fix,
-      'remove or rename it; allowed keys here: ownerUid, gc, hostHealthIntervalMs, providers',
+      'remove or rename it; allowed keys here: ownerUid, gc, hostHealthIntervalMs, allowOpenProxy, providers',
     );
     issueAt(
       issuesOf(edit('        url: https://mirror.example/d12.qcow2', '        url: https://m/x\n        sha: x')),

@@ -1,0 +1,114 @@
+// Prometheus metrics of the API (prom-client, a registry of its own): proxies by state counted in
+// Temporal's visibility store at scrape time, plus what the API measures itself (requests by
+// route and status with their latency, Temporal calls that failed, process figures). The
+// worker-side figures the issue also names (health probe latency, upload bytes, RPC latency by
+// procedure) live in the worker process and are not exported yet (docs/api.md says so).
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { ProxyStore } from './store.ts';
+import { listQuery } from './store.ts';
+import { PROXY_STATES } from './schemas.ts';
+
+export interface ApiMetrics {
+  registry: Registry;
+  requests: Counter<'method' | 'route' | 'status'>;
+  duration: Histogram<'method' | 'route'>;
+  temporalErrors: Counter<'operation'>;
+}
+
+/** States whose proxies are still open workflows; Deleted and Failed are counted over retention. */
+const OPEN_STATES = new Set<string>(PROXY_STATES.filter((s) => s !== 'Deleted' && s !== 'Failed'));
+
+export function createMetrics(store: ProxyStore, options: { scrapeTimeoutMs?: number } = {}): ApiMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'egress_api_' });
+  const temporalErrors = new Counter({
+    name: 'egress_api_temporal_errors_total',
+    help: 'Temporal calls of the API that failed, by operation',
+    labelNames: ['operation'] as const,
+    registers: [registry],
+  });
+  // One visibility scrape feeds the three gauges below: prom-client collects them concurrently.
+  const timeoutMs = options.scrapeTimeoutMs ?? 5_000;
+  let scrape: { at: number; result: Promise<Scrape | undefined> } | undefined;
+  const scrapeOnce = (): Promise<Scrape | undefined> => {
+    if (scrape === undefined || Date.now() - scrape.at > 1_000) {
+      scrape = { at: Date.now(), result: countAll(store, timeoutMs).catch(() => undefined) };
+    }
+    return scrape.result;
+  };
+  new Gauge({
+    name: 'egress_api_temporal_up',
+    help: '1 if the last scrape could count proxies in Temporal visibility, else 0',
+    registers: [registry],
+    async collect() {
+      const counts = await scrapeOnce();
+      this.set(counts === undefined ? 0 : 1);
+      if (counts === undefined) temporalErrors.inc({ operation: 'count' });
+    },
+  });
+  new Gauge({
+    name: 'egress_proxies',
+    help: 'Proxies by state (ProxyState search attribute); Deleted and Failed within the namespace retention',
+    labelNames: ['state'] as const,
+    registers: [registry],
+    async collect() {
+      const counts = await scrapeOnce();
+      this.reset();
+      for (const [state, n] of counts?.byState ?? []) this.set({ state }, n);
+    },
+  });
+  new Gauge({
+    name: 'egress_proxies_healthy',
+    help: 'Open proxy workflows whose ProxyHealthy search attribute is true',
+    registers: [registry],
+    async collect() {
+      const counts = await scrapeOnce();
+      this.reset();
+      if (counts !== undefined) this.set(counts.healthy);
+    },
+  });
+  const requests = new Counter({
+    name: 'egress_api_requests_total',
+    help: 'HTTP requests answered, by method, route pattern and status code',
+    labelNames: ['method', 'route', 'status'] as const,
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'egress_api_request_duration_seconds',
+    help: 'HTTP request latency, by method and route pattern',
+    labelNames: ['method', 'route'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+    registers: [registry],
+  });
+  return { registry, requests, duration, temporalErrors };
+}
+
+interface Scrape {
+  byState: (readonly [string, number])[];
+  healthy: number;
+}
+
+async function countAll(store: ProxyStore, timeoutMs: number): Promise<Scrape> {
+  const [byState, healthy] = await withTimeout(
+    Promise.all([
+      Promise.all(
+        PROXY_STATES.map(
+          async (state) => [state, await store.count(listQuery({ state, openOnly: OPEN_STATES.has(state) }))] as const,
+        ),
+      ),
+      store.count(listQuery({ healthy: true, openOnly: true })),
+    ]),
+    timeoutMs,
+  );
+  return { byState, healthy };
+}
+
+function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}

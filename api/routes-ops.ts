@@ -1,0 +1,128 @@
+// Fleet and operations routes: provider health, discovery of healthy proxies, liveness,
+// readiness and Prometheus metrics.
+import type { FastifyInstance } from 'fastify';
+import type { Registry } from 'prom-client';
+import type { ProxyStatus } from '../shared/proxy.ts';
+import { ApiError } from './errors.ts';
+import { routeSchemas } from './schemas.ts';
+import { listQuery } from './store.ts';
+import type { ProxyStore, ProxySummary } from './store.ts';
+
+export interface OpsRoutesOptions {
+  store: ProxyStore;
+  taskQueue: string;
+  registry: Registry;
+}
+
+/** Discovery reads at most this many healthy proxies (pages of 1000). */
+const DISCOVERY_MAX = 10_000;
+/** Status queries run at once while building the discovery list. */
+const DISCOVERY_CONCURRENCY = 16;
+
+export interface DiscoveredProxy {
+  address: string;
+  name: string;
+  entry: string;
+  host?: string;
+  ageSeconds: number;
+  healthySince: string;
+}
+
+/**
+ * A proxy clients may use, from its status: Healthy True, Running, with an address. The search
+ * attributes that listed it may lag; the status query is the record.
+ */
+export function discovered(st: ProxyStatus, nowMs: number): DiscoveredProxy | undefined {
+  if (st.state !== 'Running' || st.conditions.Healthy.status !== 'True' || st.ip === undefined) return undefined;
+  const since = Date.parse(st.runningSince ?? st.createdAt);
+  const out: DiscoveredProxy = {
+    address: `${st.ip}:${st.port}`,
+    name: st.name,
+    entry: st.entry,
+    ageSeconds: Number.isFinite(since) ? Math.max(0, Math.floor((nowMs - since) / 1000)) : 0,
+    healthySince: st.conditions.Healthy.since,
+  };
+  if (st.host !== undefined) out.host = st.host;
+  return out;
+}
+
+async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array<R>(items.length);
+  let next = 0;
+  const workers = Array.from({ length: Math.min(limit, items.length) }, async () => {
+    for (let i = next++; i < items.length; i = next++) out[i] = await fn(items[i]!);
+  });
+  await Promise.all(workers);
+  return out;
+}
+
+export function registerOpsRoutes(app: FastifyInstance, o: OpsRoutesOptions): void {
+  const { store } = o;
+
+  app.get('/v1/providers', { schema: routeSchemas.providers }, async () => {
+    const view = await store.providerHealth();
+    if (view === undefined) {
+      throw new ApiError(
+        404,
+        'NO_PROVIDER_HEALTH',
+        'no provider-health result yet: a worker creates the schedule at start-up (unless --no-schedules), it first ' +
+          'runs after hostHealthIntervalMs, and a run answers once a worker polls its task queue',
+      );
+    }
+    return view;
+  });
+
+  app.get<{ Querystring: { entry?: string } }>('/v1/discovery', { schema: routeSchemas.discovery }, async (request) => {
+    const query = listQuery({ state: 'Running', healthy: true, entry: request.query.entry, openOnly: true });
+    const listed: ProxySummary[] = [];
+    let token: Uint8Array | undefined;
+    do {
+      const page = await store.list(query, 1000, token);
+      listed.push(...page.items);
+      token = page.nextPageToken;
+    } while (token !== undefined && listed.length < DISCOVERY_MAX);
+    let skipped = 0;
+    const now = Date.now();
+    const found = await mapLimited(listed, DISCOVERY_CONCURRENCY, async (p) => {
+      try {
+        return discovered(await store.status(p.entry, p.name), now);
+      } catch (err) {
+        request.log.warn({ err, workflowId: p.workflowId }, 'discovery: status query failed; proxy left out');
+        skipped++;
+        return undefined;
+      }
+    });
+    const proxies = found.filter((p): p is DiscoveredProxy => p !== undefined);
+    proxies.sort((a, b) => a.entry.localeCompare(b.entry) || a.name.localeCompare(b.name));
+    return { proxies, skipped };
+  });
+
+  app.get('/healthz', { config: { public: true }, schema: routeSchemas.healthz }, () => ({ status: 'ok' }));
+
+  app.get('/readyz', { config: { public: true }, schema: routeSchemas.readyz }, async (request, reply) => {
+    try {
+      const pollers = await store.pollers(o.taskQueue);
+      const ready = pollers.workflow > 0 && pollers.activity > 0;
+      return reply.code(ready ? 200 : 503).send({
+        ready,
+        temporal: 'reachable',
+        taskQueue: o.taskQueue,
+        pollers,
+        ...(ready ? {} : { reason: `no worker polls task queue ${o.taskQueue}` }),
+      });
+    } catch (err) {
+      request.log.warn({ err }, 'readiness: Temporal unreachable');
+      return reply.code(503).send({
+        ready: false,
+        temporal: 'unreachable',
+        taskQueue: o.taskQueue,
+        reason: 'Temporal is unavailable or did not answer in time',
+      });
+    }
+  });
+
+  app.get('/metrics', { schema: routeSchemas.metrics }, async (_request, reply) => {
+    const text = await o.registry.metrics();
+    return reply.type(o.registry.contentType).send(text);
+  });
+}

@@ -1,0 +1,125 @@
+// The HTTP API: Fastify with the project's pino logger, JSON-schema validation (bodies strict, no
+// coercion; query strings and paths coerced), bearer-token auth on every route but the health
+// endpoints, one error handler, metrics, and the OpenAPI document at /openapi.json.
+import Fastify from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import swagger from '@fastify/swagger';
+import { Ajv } from 'ajv';
+import type { Logger } from 'pino';
+import type { TokenAuth } from './auth.ts';
+import type { Role } from './auth.ts';
+import { errorBody, handleError } from './errors.ts';
+import { createMetrics } from './metrics.ts';
+import { PageTokens } from './page-token.ts';
+import { registerOpsRoutes } from './routes-ops.ts';
+import { registerProxyRoutes } from './routes-proxies.ts';
+import type { ProxyStore } from './store.ts';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The bearer token's role; set by the auth hook on every route that needs a token. */
+    role: Role | undefined;
+  }
+  interface FastifyContextConfig {
+    /** No token needed (health endpoints). */
+    public?: boolean;
+  }
+}
+
+export interface ApiOptions {
+  store: ProxyStore;
+  log: Logger;
+  auth: TokenAuth | (() => TokenAuth);
+  /** Task queue of the proxy workflows (and of the worker /readyz looks for). */
+  taskQueue: string;
+  /** Largest request body, in bytes (default 64 KiB). */
+  bodyLimitBytes?: number;
+  /** Accept `allowedClientCidrs` overrides of /0 (an open proxy). Default false. */
+  allowOpenProxy?: boolean;
+  /** Bound of DELETE ?wait=true when no waitMs is given, in ms (default 60000). */
+  deleteWaitMs?: number;
+  /** Key of the page-token MACs; replicas behind one address share it. Default: random per process. */
+  pageTokenSecret?: string;
+}
+
+/** Builds the API (routes registered, not listening). */
+export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
+  const logger: FastifyBaseLogger = options.log;
+  const app = Fastify({
+    loggerInstance: logger,
+    bodyLimit: options.bodyLimitBytes ?? 64 * 1024,
+    return503OnClosing: true,
+    // The body's JSON: __proto__ and constructor.prototype keys are refused (400), never merged.
+    onProtoPoisoning: 'error',
+    onConstructorPoisoning: 'error',
+    routerOptions: { maxParamLength: 200 },
+  });
+  const auth = typeof options.auth === 'function' ? options.auth : () => options.auth as TokenAuth;
+
+  // Two validators: bodies are taken as sent (a string is not a number; an unknown field is an
+  // error, never stripped); query strings and paths are text, so they are coerced to the schema.
+  const strict = new Ajv({
+    allErrors: false,
+    removeAdditional: false,
+    coerceTypes: false,
+    useDefaults: false,
+    strict: false,
+  });
+  const coercing = new Ajv({
+    allErrors: false,
+    removeAdditional: false,
+    coerceTypes: true,
+    useDefaults: true,
+    strict: false,
+  });
+  app.setValidatorCompiler(({ schema, httpPart }) =>
+    httpPart === 'body' ? strict.compile(schema) : coercing.compile(schema),
+  );
+  app.removeContentTypeParser('text/plain');
+  app.decorateRequest('role', undefined);
+  app.setErrorHandler(handleError);
+  app.setNotFoundHandler((request, reply) => {
+    void reply
+      .code(404)
+      .send(errorBody('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}; see /openapi.json`));
+  });
+
+  const metrics = createMetrics(options.store);
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (request.routeOptions.config.public === true) return done();
+    try {
+      request.role = auth().authenticate(request.headers.authorization);
+      done();
+    } catch (err) {
+      done(err as Error);
+    }
+  });
+  app.addHook('onResponse', async (request, reply) => {
+    const route = request.routeOptions.url ?? 'unmatched';
+    metrics.requests.inc({ method: request.method, route, status: String(reply.statusCode) });
+    metrics.duration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+  });
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.0.3',
+      info: {
+        title: 'egress-proxies API',
+        version: '1',
+        description: 'Start, list and delete egress proxies; discover the healthy ones. See docs/api.md.',
+      },
+      components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
+    },
+  });
+
+  registerProxyRoutes(app, {
+    store: options.store,
+    taskQueue: options.taskQueue,
+    allowOpenProxy: options.allowOpenProxy ?? false,
+    deleteWaitMs: options.deleteWaitMs ?? 60_000,
+    pageTokens: new PageTokens(options.pageTokenSecret),
+  });
+  registerOpsRoutes(app, { store: options.store, taskQueue: options.taskQueue, registry: metrics.registry });
+  app.get('/openapi.json', { schema: { hide: true } }, () => app.swagger());
+  return app;
+}

@@ -1,0 +1,144 @@
+// API server process: the HTTP API (api/) over a Temporal client.
+//
+//   node workers/api.ts --token-file FILE [--listen HOST] [--port N] [--task-queue NAME]
+//                       [--body-limit-bytes N] [--delete-wait-ms MS] [--allow-open-proxy]
+//
+// Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`),
+// TEMPORAL_TASK_QUEUE (default `egress-proxies`), EP_API_TOKEN_FILE, EP_API_PAGE_TOKEN_SECRET (the
+// key of list page tokens; set the same on every replica), LOG_LEVEL (default info).
+// Logs are pino JSON lines on stdout (Fastify's request logs included). SIGHUP re-reads the
+// token file; SIGINT/SIGTERM stop accepting connections and finish the requests in flight.
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { loadTokenFile, TokenFileError } from '../api/auth.ts';
+import type { TokenAuth } from '../api/auth.ts';
+import { buildApi } from '../api/server.ts';
+import { temporalStore } from '../api/store.ts';
+import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
+import { TASK_QUEUE } from '../shared/task-queues.ts';
+
+const HELP = `egress-proxies API server (docs/api.md)
+
+Usage: node workers/api.ts --token-file FILE [options]
+
+Options:
+  --token-file FILE       bearer tokens, one per line: "TOKEN" or "TOKEN admin" (every route) or
+                          "TOKEN read" (GET only); default $EP_API_TOKEN_FILE. SIGHUP re-reads it
+  --listen HOST           address to listen on (default 127.0.0.1; use 0.0.0.0 only behind TLS)
+  --port N                TCP port (default 8080; 0 picks a free one, printed in the log)
+  --task-queue NAME       task queue of the proxy workflows (default $TEMPORAL_TASK_QUEUE or ${TASK_QUEUE})
+  --body-limit-bytes N    largest request body (default 65536)
+  --delete-wait-ms MS     bound of DELETE ?wait=true without waitMs (default 60000)
+  --allow-open-proxy      accept squid.allowedClientCidrs overrides of /0 (an open proxy; refused by default)
+  -h, --help              this text
+
+Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE (default), LOG_LEVEL (info),
+EP_API_PAGE_TOKEN_SECRET (key of list page tokens; default random per process: set one secret on
+every replica behind one address).
+Exit codes: 0 stopped by a signal, 1 failed while running, 2 bad options or token file.`;
+
+let values;
+try {
+  ({ values } = parseArgs({
+    options: {
+      'token-file': { type: 'string', default: process.env['EP_API_TOKEN_FILE'] },
+      listen: { type: 'string', default: '127.0.0.1' },
+      port: { type: 'string', default: '8080' },
+      'task-queue': { type: 'string', default: process.env['TEMPORAL_TASK_QUEUE'] || TASK_QUEUE },
+      'body-limit-bytes': { type: 'string', default: '65536' },
+      'delete-wait-ms': { type: 'string', default: '60000' },
+      'allow-open-proxy': { type: 'boolean', default: false },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  }));
+} catch (err) {
+  process.stderr.write(`${(err as Error).message}\n\n${HELP}\n`);
+  process.exit(2);
+}
+if (values.help) {
+  process.stdout.write(HELP + '\n');
+  process.exit(0);
+}
+const whole = (name: string, text: string, min: number): number => {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min) {
+    process.stderr.write(`--${name} must be a whole number ≥ ${min}, got ${JSON.stringify(text)}\n`);
+    process.exit(2);
+  }
+  return n;
+};
+const port = whole('port', values.port, 0);
+if (port > 65535) {
+  process.stderr.write(`--port must be at most 65535, got ${port}\n`);
+  process.exit(2);
+}
+const bodyLimitBytes = whole('body-limit-bytes', values['body-limit-bytes'], 1024);
+const deleteWaitMs = whole('delete-wait-ms', values['delete-wait-ms'], 1);
+const tokenFile = values['token-file'];
+if (tokenFile === undefined || tokenFile === '') {
+  process.stderr.write('--token-file FILE is required (or set EP_API_TOKEN_FILE); see --help\n');
+  process.exit(2);
+}
+
+const log = createLogger({ name: 'api', level: logLevelFromEnv() });
+let auth: TokenAuth;
+try {
+  auth = await loadTokenFile(tokenFile);
+} catch (err) {
+  process.stderr.write(`${(err as Error).message}\n`);
+  process.exit(2);
+}
+process.on('SIGHUP', () => {
+  loadTokenFile(tokenFile).then(
+    (next) => {
+      auth = next;
+      log.info({ tokens: next.size }, 'token file re-read');
+    },
+    (err: unknown) =>
+      log.error({ err: err instanceof TokenFileError ? err.message : err }, 'token file kept: re-read failed'),
+  );
+});
+
+const address = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
+const namespace = process.env['TEMPORAL_NAMESPACE'] || 'default';
+// Lazy: the API starts (and /readyz says why it is not ready) while Temporal is down.
+const connection = Connection.lazy({ address, connectTimeout: 5_000 });
+const client = new Client({ connection, namespace });
+const app = await buildApi({
+  store: temporalStore(client),
+  log,
+  auth: () => auth,
+  taskQueue: values['task-queue'],
+  bodyLimitBytes,
+  deleteWaitMs,
+  allowOpenProxy: values['allow-open-proxy'],
+  pageTokenSecret: process.env['EP_API_PAGE_TOKEN_SECRET'],
+});
+
+let stopping = false;
+const stop = (signal: string): void => {
+  if (stopping) return;
+  stopping = true;
+  log.info({ signal }, 'api stopping');
+  app
+    .close()
+    .then(() => connection.close())
+    .then(
+      () => log.info('api stopped'),
+      (err: unknown) => {
+        log.error({ err }, 'api stop failed');
+        process.exitCode = 1;
+      },
+    );
+};
+process.once('SIGINT', () => stop('SIGINT'));
+process.once('SIGTERM', () => stop('SIGTERM'));
+
+try {
+  const url = await app.listen({ host: values.listen, port });
+  log.info({ url, address, namespace, taskQueue: values['task-queue'], tokens: auth.size }, 'api listening');
+} catch (err) {
+  log.fatal({ err }, 'api cannot listen');
+  await connection.close();
+  process.exit(1);
+}

@@ -1,0 +1,100 @@
+// egressctl's HTTP side: one bounded request to the API (undici), the exit code its answer maps
+// to, and table output.
+import { readFile } from 'node:fs/promises';
+import { request } from 'undici';
+
+/** Exit codes scripts can rely on (docs/api.md, README). */
+export const EXIT = { ok: 0, failure: 1, usage: 2, notFound: 3, conflict: 4, unavailable: 5 } as const;
+
+/** A failure that ends the command with `code` after printing `message` on stderr. */
+export class CliError extends Error {
+  readonly code: number;
+  constructor(code: number, message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+export interface ApiTarget {
+  base: URL;
+  token: string | undefined;
+  timeoutMs: number;
+}
+
+/** Reads the first token of a token file (the API's format: `TOKEN [role]` lines, `#` comments). */
+export async function readToken(file: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new CliError(EXIT.usage, `cannot read --token-file ${file}: ${(err as Error).message}`);
+  }
+  const line = text.split('\n').find((l) => l.trim() !== '' && !l.trim().startsWith('#'));
+  const token = line?.trim().split(/\s+/)[0];
+  if (token === undefined) throw new CliError(EXIT.usage, `--token-file ${file} holds no token`);
+  return token;
+}
+
+/** The exit code of an API status. */
+export function exitFor(status: number): number {
+  if (status === 404) return EXIT.notFound;
+  if (status === 409) return EXIT.conflict;
+  if (status === 400 || status === 413) return EXIT.usage;
+  if (status === 503 || status === 502 || status === 504) return EXIT.unavailable;
+  return EXIT.failure;
+}
+
+/** Calls the API; answers 2xx with the parsed body and throws CliError with the mapped exit code otherwise. */
+export async function api(
+  t: ApiTarget,
+  method: 'GET' | 'POST' | 'DELETE',
+  path: string,
+  body?: unknown,
+): Promise<{ status: number; body: unknown }> {
+  const url = new URL(path, t.base);
+  const headers: Record<string, string> = {};
+  if (t.token !== undefined) headers['authorization'] = `Bearer ${t.token}`;
+  if (body !== undefined) headers['content-type'] = 'application/json';
+  let res;
+  try {
+    res = await request(url, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      headersTimeout: t.timeoutMs,
+      bodyTimeout: t.timeoutMs,
+      signal: AbortSignal.timeout(t.timeoutMs),
+    });
+  } catch (err) {
+    throw new CliError(EXIT.unavailable, `the API at ${t.base.origin} did not answer: ${(err as Error).message}`);
+  }
+  const text = await res.body.text();
+  let parsed: unknown;
+  try {
+    parsed = text === '' ? undefined : JSON.parse(text);
+  } catch {
+    parsed = text;
+  }
+  if (res.statusCode >= 200 && res.statusCode < 300) return { status: res.statusCode, body: parsed };
+  const e = (parsed as { error?: { code?: string; message?: string } } | undefined)?.error;
+  const message = e?.message ?? `HTTP ${res.statusCode}`;
+  throw new CliError(exitFor(res.statusCode), `${res.statusCode} ${e?.code ?? ''}: ${message}`.replace(' :', ':'));
+}
+
+/** Rows as an aligned text table with a header. */
+export function table(rows: Record<string, unknown>[], columns: string[]): string {
+  const cell = (v: unknown): string => {
+    if (v === undefined || v === null) return '-';
+    if (typeof v === 'string') return v;
+    return typeof v === 'object' ? JSON.stringify(v) : (JSON.stringify(v) ?? '-');
+  };
+  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
+  const line = (vals: string[]): string =>
+    vals
+      .map((v, i) => v.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
+  return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join(
+    '\n',
+  );
+}

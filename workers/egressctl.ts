@@ -1,0 +1,330 @@
+#!/usr/bin/env node
+// egressctl: the operator CLI over the HTTP API (docs/api.md). Run with Node 22.6+ (type
+// stripping); installed as the package's `egressctl` bin.
+import { parseArgs } from 'node:util';
+import type { ParseArgsConfig } from 'node:util';
+import { ConfigError } from '../lib/config/index.ts';
+import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
+import { api, CliError, EXIT, readToken, table } from './egressctl-client.ts';
+import type { ApiTarget } from './egressctl-client.ts';
+import { checkHosts, HostCheckUsageError } from './host-check.ts';
+
+const GLOBAL = `Global options:
+  --api URL            the API (default $EGRESSCTL_API or http://127.0.0.1:8080)
+  --token-file FILE    bearer token file (default $EGRESSCTL_TOKEN_FILE); its first token is sent
+  --output json|table  output format (default table; json prints one JSON document or line per item)
+  --timeout-ms MS      bound on each request (default 30000)
+  -h, --help           help of the command
+
+Exit codes: 0 ok, 1 failure (including 401/403 and a Failed proxy), 2 usage or bad input (400),
+3 not found (404), 4 conflict (409), 5 API or Temporal unavailable (unreachable, 503).`;
+
+const HELP: Record<string, string> = {
+  '': `egressctl: start, inspect and delete egress proxies through the API
+
+Commands:
+  proxy create ENTRY/NAME --image KEY [--vcpus N] [--memory-mib N] [--disk-gib N] [--squid-port N] [--allow-cidr CIDR]...
+  proxy get ENTRY/NAME
+  proxy list [--entry E] [--state S] [--host H] [--healthy true|false] [--all] [--page-size N] [--page-token T]
+  proxy delete ENTRY/NAME [--wait] [--wait-ms MS]
+  proxy watch ENTRY/NAME [--until STATE] [--interval-ms MS] [--watch-ms MS]
+  hosts check --providers FILE [--entry E]
+  discovery [--entry E]
+
+Not yet: image warm, dev (a later round).
+
+${GLOBAL}`,
+  'proxy create': `egressctl proxy create ENTRY/NAME --image KEY [options]
+  Starts the proxy's workflow. The same spec again prints the existing proxy (exit 0); another spec
+  for the same ENTRY/NAME exits 4.
+  --image KEY          image key of the entry (required)
+  --vcpus N, --memory-mib N, --disk-gib N    VM size (default: the entry's)
+  --squid-port N       Squid's port (default: the entry's)
+  --allow-cidr CIDR    client network allowed to use the proxy (repeat; default: the entry's)`,
+  'proxy get': `egressctl proxy get ENTRY/NAME
+  Prints the proxy's workflow and its status query (state, host, ip, conditions, image progress).`,
+  'proxy list': `egressctl proxy list [filters]
+  Lists proxies from the search attributes. Open ones only unless --all or --state is given.
+  --entry E  --state S  --host H  --healthy true|false  --all  --page-size N  --page-token T
+  With --output json the next page token is printed as nextPageToken.`,
+  'proxy delete': `egressctl proxy delete ENTRY/NAME [--wait] [--wait-ms MS]
+  Asks the workflow to delete the proxy. --wait waits until it is Deleted (bounded by --wait-ms,
+  default 60000); exit 1 if it ended Failed or is still deleting at the bound.`,
+  'proxy watch': `egressctl proxy watch ENTRY/NAME [--until STATE] [--interval-ms MS] [--watch-ms MS]
+  Polls the status query and prints each change of state, reason, address, health and image upload
+  progress. Ends with exit 0 once the proxy reaches --until (default Running; Deleted also ends
+  it), 1 if it is Failed or --watch-ms (default 600000) passes first, 3 if there is no such proxy.
+  --interval-ms MS     poll interval (default 1000)`,
+  'hosts check': `egressctl hosts check --providers FILE [--entry E]
+  Dials every host of the providers file over SSH (not through the API) and prints its health:
+  reachability, round trip, libvirt and hypervisor versions, pool space. Exit 1 if any host fails,
+  2 on a bad file (the error names the field).`,
+  discovery: `egressctl discovery [--entry E]
+  Healthy proxies only, as ip:port with entry and age: what clients of the proxies use.`,
+};
+
+const globalOptions = {
+  api: { type: 'string' },
+  'token-file': { type: 'string' },
+  output: { type: 'string' },
+  'timeout-ms': { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} satisfies ParseArgsConfig['options'];
+
+const commandOptions: Record<string, ParseArgsConfig['options']> = {
+  'proxy create': {
+    image: { type: 'string' },
+    vcpus: { type: 'string' },
+    'memory-mib': { type: 'string' },
+    'disk-gib': { type: 'string' },
+    'squid-port': { type: 'string' },
+    'allow-cidr': { type: 'string', multiple: true },
+  },
+  'proxy get': {},
+  'proxy list': {
+    entry: { type: 'string' },
+    state: { type: 'string' },
+    host: { type: 'string' },
+    healthy: { type: 'string' },
+    all: { type: 'boolean' },
+    'page-size': { type: 'string' },
+    'page-token': { type: 'string' },
+  },
+  'proxy delete': { wait: { type: 'boolean' }, 'wait-ms': { type: 'string' } },
+  'proxy watch': { until: { type: 'string' }, 'interval-ms': { type: 'string' }, 'watch-ms': { type: 'string' } },
+  'hosts check': { providers: { type: 'string' }, entry: { type: 'string' } },
+  discovery: { entry: { type: 'string' } },
+};
+
+const out = (s: string): boolean => process.stdout.write(s + '\n');
+const usage = (message: string): CliError => new CliError(EXIT.usage, message);
+
+function positive(name: string, text: string | undefined, dflt?: number): number | undefined {
+  if (text === undefined) return dflt;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n <= 0)
+    throw usage(`--${name} must be a positive whole number, got ${JSON.stringify(text)}`);
+  return n;
+}
+
+function proxyRef(arg: string | undefined): { entry: string; name: string } {
+  const m = arg === undefined ? null : /^([^/\s]+)\/([^/\s]+)$/.exec(arg);
+  if (m === null) throw usage(`expected ENTRY/NAME (e.g. lab/p1), got ${JSON.stringify(arg ?? '')}`);
+  return { entry: m[1]!, name: m[2]! };
+}
+
+const enc = encodeURIComponent;
+
+async function main(argv: string[]): Promise<number> {
+  const loose = parseArgs({ args: argv, options: globalOptions, allowPositionals: true, strict: false });
+  const words = loose.positionals;
+  const command = words[0] === 'proxy' || words[0] === 'hosts' ? `${words[0]} ${words[1] ?? ''}` : (words[0] ?? '');
+  const specific = commandOptions[command];
+  if (specific === undefined) {
+    if (loose.values.help && command === '') return (out(HELP['']!), EXIT.ok);
+    throw usage(`unknown command ${JSON.stringify(words.slice(0, 2).join(' '))}\n\n${HELP['']}`);
+  }
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: { ...globalOptions, ...specific },
+      allowPositionals: true,
+      strict: true,
+    });
+  } catch (err) {
+    throw usage(`${(err as Error).message}; see egressctl ${command} --help`);
+  }
+  const v = parsed.values as Record<string, string | boolean | string[] | undefined>;
+  if (v['help'] === true) return (out(`${HELP[command]}\n\n${GLOBAL}`), EXIT.ok);
+  const args = parsed.positionals.slice(command.includes(' ') ? 2 : 1);
+  const str = (k: string): string | undefined => v[k] as string | undefined;
+  const output = str('output') ?? 'table';
+  if (output !== 'json' && output !== 'table') throw usage(`--output must be json or table, got ${output}`);
+  const json = output === 'json';
+  const timeoutMs = positive('timeout-ms', str('timeout-ms'), 30_000)!;
+  const maxArgs = command === 'proxy list' || command === 'discovery' || command === 'hosts check' ? 0 : 1;
+  if (args.length > maxArgs) throw usage(`unexpected argument ${JSON.stringify(args[maxArgs])}; see --help`);
+
+  if (command === 'hosts check') {
+    const providers = str('providers');
+    if (providers === undefined) throw usage('hosts check needs --providers FILE');
+    const log = createLogger({ name: 'egressctl', stream: 'stderr', level: logLevelFromEnv(process.env, 'warn') });
+    const lines: Record<string, unknown>[] = [];
+    const ok = await checkHosts(providers, str('entry'), {
+      timeoutMs,
+      log,
+      onLine: (line) => (json ? out(JSON.stringify(line)) : lines.push({ ...line })),
+    });
+    if (!json) out(table(lines, ['host', 'reachable', 'connectMs', 'libvirtVersion', 'kind', 'error']));
+    return ok ? EXIT.ok : EXIT.failure;
+  }
+
+  const tokenFile = str('token-file') ?? process.env['EGRESSCTL_TOKEN_FILE'];
+  const apiUrl = str('api') ?? process.env['EGRESSCTL_API'] ?? 'http://127.0.0.1:8080';
+  if (!URL.canParse(apiUrl)) throw usage(`--api must be a URL such as http://127.0.0.1:8080, got ${apiUrl}`);
+  const t: ApiTarget = {
+    base: new URL(apiUrl),
+    token: tokenFile === undefined ? undefined : await readToken(tokenFile),
+    timeoutMs,
+  };
+  const print = (body: unknown, rows: Record<string, unknown>[], columns: string[]): void => {
+    out(json ? JSON.stringify(body) : table(rows, columns));
+  };
+  const columns = ['entry', 'name', 'state', 'healthy', 'host', 'ip', 'execution', 'startTime'];
+
+  switch (command) {
+    case 'proxy create': {
+      const { entry, name } = proxyRef(args[0]);
+      const image = str('image');
+      if (image === undefined) throw usage('proxy create needs --image KEY');
+      const vm = {
+        vcpus: positive('vcpus', str('vcpus')),
+        memoryMiB: positive('memory-mib', str('memory-mib')),
+        diskGiB: positive('disk-gib', str('disk-gib')),
+      };
+      const port = positive('squid-port', str('squid-port'));
+      const cidrs = v['allow-cidr'] as string[] | undefined;
+      const squid = { port, allowedClientCidrs: cidrs };
+      const defined = (o: object): boolean => Object.values(o).some((x) => x !== undefined);
+      const spec = {
+        name,
+        entry,
+        imageKey: image,
+        ...(defined(vm) ? { vm: JSON.parse(JSON.stringify(vm)) as object } : {}),
+        ...(defined(squid) ? { squid: JSON.parse(JSON.stringify(squid)) as object } : {}),
+      };
+      const res = await api(t, 'POST', '/v1/proxies', spec);
+      const body = res.body as { created: boolean; proxy: Record<string, unknown> };
+      print(body, [{ ...body.proxy, created: body.created }], ['entry', 'name', 'created', 'state', 'workflowId']);
+      return EXIT.ok;
+    }
+    case 'proxy get': {
+      const { entry, name } = proxyRef(args[0]);
+      const res = await api(t, 'GET', `/v1/proxies/${enc(entry)}/${enc(name)}`);
+      const body = res.body as { proxy: Record<string, unknown>; status?: Record<string, unknown> };
+      const st = body.status ?? {};
+      print(
+        body,
+        [
+          {
+            ...body.proxy,
+            ...st,
+            healthy: (st['conditions'] as { Healthy?: { status?: string } } | undefined)?.Healthy?.status,
+            reason: st['reason'],
+          },
+        ],
+        ['entry', 'name', 'state', 'healthy', 'host', 'ip', 'port', 'reason'],
+      );
+      return EXIT.ok;
+    }
+    case 'proxy list': {
+      const q = new URLSearchParams();
+      for (const k of ['entry', 'state', 'host', 'healthy'] as const) if (str(k) !== undefined) q.set(k, str(k)!);
+      if (v['all'] === true) q.set('all', 'true');
+      if (str('page-size') !== undefined) q.set('pageSize', String(positive('page-size', str('page-size'))));
+      if (str('page-token') !== undefined) q.set('pageToken', str('page-token')!);
+      const res = await api(t, 'GET', `/v1/proxies?${q.toString()}`);
+      const body = res.body as { proxies: Record<string, unknown>[]; nextPageToken?: string };
+      print(body, body.proxies, columns);
+      if (!json && body.nextPageToken) process.stderr.write(`more: --page-token ${body.nextPageToken}\n`);
+      return EXIT.ok;
+    }
+    case 'proxy delete': {
+      const { entry, name } = proxyRef(args[0]);
+      const q = new URLSearchParams();
+      if (v['wait'] === true) q.set('wait', 'true');
+      if (str('wait-ms') !== undefined) q.set('waitMs', String(positive('wait-ms', str('wait-ms'))));
+      const waitMs = positive('wait-ms', str('wait-ms'), 60_000)!;
+      const res = await api(
+        { ...t, timeoutMs: t.timeoutMs + (v['wait'] === true ? waitMs : 0) },
+        'DELETE',
+        `/v1/proxies/${enc(entry)}/${enc(name)}?${q.toString()}`,
+      );
+      const body = res.body as { done?: boolean; state?: string; fromState?: string };
+      print(body, [{ entry, name, ...body }], ['entry', 'name', 'fromState', 'done', 'state']);
+      if (v['wait'] === true && (body.done !== true || body.state === 'Failed')) return EXIT.failure;
+      return EXIT.ok;
+    }
+    case 'proxy watch':
+      return watch(t, proxyRef(args[0]), json, {
+        until: str('until') ?? 'Running',
+        intervalMs: positive('interval-ms', str('interval-ms'), 1000)!,
+        watchMs: positive('watch-ms', str('watch-ms'), 600_000)!,
+      });
+    case 'discovery': {
+      const q = str('entry') === undefined ? '' : `?entry=${enc(str('entry')!)}`;
+      const res = await api(t, 'GET', `/v1/discovery${q}`);
+      const body = res.body as { proxies: Record<string, unknown>[] };
+      print(body, body.proxies, ['address', 'entry', 'name', 'host', 'ageSeconds', 'healthySince']);
+      return EXIT.ok;
+    }
+  }
+  throw usage(`unknown command ${command}`);
+}
+
+async function watch(
+  t: ApiTarget,
+  ref: { entry: string; name: string },
+  json: boolean,
+  o: { until: string; intervalMs: number; watchMs: number },
+): Promise<number> {
+  const deadline = Date.now() + o.watchMs;
+  let last = '';
+  for (;;) {
+    const res = await api(t, 'GET', `/v1/proxies/${enc(ref.entry)}/${enc(ref.name)}`);
+    const body = res.body as { status?: Record<string, unknown>; proxy: Record<string, unknown> };
+    const st = body.status;
+    const state = (st?.['state'] ?? body.proxy['state'] ?? 'unknown') as string;
+    const image = st?.['image'] as { bytes: number; totalBytes: number } | undefined;
+    const healthy = (st?.['conditions'] as { Healthy?: { status?: string } } | undefined)?.Healthy?.status;
+    const view = {
+      state,
+      reason: st?.['reason'] as string | undefined,
+      host: st?.['host'] as string | undefined,
+      ip: st?.['ip'] as string | undefined,
+      healthy,
+      image: image === undefined ? undefined : { bytes: image.bytes, totalBytes: image.totalBytes },
+    };
+    const key = JSON.stringify(view);
+    if (key !== last) {
+      last = key;
+      const at = new Date().toISOString();
+      if (json) out(JSON.stringify({ at, ...view }));
+      else {
+        const mib = (n: number): string => (n / 1048576).toFixed(1);
+        const img =
+          image && image.totalBytes > 0
+            ? ` image ${mib(image.bytes)}/${mib(image.totalBytes)} MiB (${Math.floor((100 * image.bytes) / image.totalBytes)}%)`
+            : '';
+        out(
+          `${at} ${state}${view.host ? ` host=${view.host}` : ''}${view.ip ? ` ip=${view.ip}` : ''}${healthy ? ` healthy=${healthy}` : ''}${img}${view.reason ? ` (${view.reason})` : ''}`,
+        );
+      }
+    }
+    if (state === 'Failed') return EXIT.failure;
+    if (state === o.until || state === 'Deleted') return EXIT.ok;
+    if (Date.now() >= deadline) {
+      throw new CliError(
+        EXIT.failure,
+        `proxy ${ref.entry}/${ref.name} is ${state}, not ${o.until}, after --watch-ms ${o.watchMs}`,
+      );
+    }
+    await new Promise((r) => setTimeout(r, Math.min(o.intervalMs, Math.max(0, deadline - Date.now()))));
+  }
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (err) {
+  if (err instanceof CliError) {
+    process.stderr.write(`${err.message}\n`);
+    process.exitCode = err.code;
+  } else if (err instanceof ConfigError || err instanceof HostCheckUsageError) {
+    process.stderr.write(`${err.message}\n`);
+    process.exitCode = EXIT.usage;
+  } else {
+    process.stderr.write(`egressctl failed: ${(err as Error).message}\n`);
+    process.exitCode = EXIT.failure;
+  }
+}
