@@ -1,7 +1,7 @@
 // Activities of one proxy's life: thin calls from workflow input (plain JSON) into lib/kvm2, with
 // the entry's budgets, the activity's cancellation signal, and errors mapped by errors.ts.
 import { Context } from '@temporalio/activity';
-import { VmSchema, SquidSchema } from '../lib/config/schema.ts';
+import { isOpenCidr, SquidSchema, VmSchema } from '../lib/config/schema.ts';
 import { formatPath } from '../lib/config/index.ts';
 import {
   checkIdentifier,
@@ -103,6 +103,15 @@ export function proxyActivities(registry: HostRegistry) {
         if (!squid.success) {
           const issue = squid.error.issues[0]!;
           throw new ProxySpecError(`squid.${formatPath(issue.path)}`, issue.message);
+        }
+        if (!registry.config.allowOpenProxy) {
+          const open = squid.data.allowedClientCidrs.findIndex(isOpenCidr);
+          if (open >= 0) {
+            throw new ProxySpecError(
+              `squid.allowedClientCidrs[${open}]`,
+              'admits every address (an open proxy); list the client networks, or set allowOpenProxy: true in the providers file',
+            );
+          }
         }
         const t = entry.timeouts;
         return {

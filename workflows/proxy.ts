@@ -8,7 +8,7 @@ import {
   CancelledFailure,
   allHandlersFinished,
   condition,
-  continueAsNew,
+  makeContinueAsNewFunc,
   defineQuery,
   defineSignal,
   defineUpdate,
@@ -114,7 +114,14 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
   const publish = (): void => {
     st = { ...st, updatedAt: nowIso() };
     upsertProxySearchAttributes(st);
-    upsertMemo({ proxy: st.name, entry: st.entry, host: st.host ?? null, ip: st.ip ?? null });
+    upsertMemo({
+      proxy: st.name,
+      entry: st.entry,
+      host: st.host ?? null,
+      ip: st.ip ?? null,
+      port: st.port,
+      runningSince: st.runningSince ?? null,
+    });
     setCurrentDetails(
       `**${st.state}** · proxy \`${st.name}\` · entry \`${st.entry}\` · host \`${st.host ?? '-'}\` · ` +
         `ip \`${st.ip ?? '-'}\` · Healthy ${st.conditions.Healthy.status}${st.reason ? ` · ${st.reason}` : ''}`,
@@ -400,7 +407,8 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
       const limit = input.continueAsNewAfterPolls;
       if (workflowInfo().continueAsNewSuggested || (limit !== undefined && polls >= limit)) {
         await condition(allHandlersFinished);
-        await continueAsNew<typeof proxyLifecycle>({
+        // The memo (the client's spec among it) goes along explicitly.
+        await makeContinueAsNewFunc<typeof proxyLifecycle>({ memo: workflowInfo().memo })({
           ...input,
           carried: { resolved: r, status: st, missedPolls, startedAtMs, addressedOnce },
         });

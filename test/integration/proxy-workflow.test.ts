@@ -155,6 +155,26 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     assert.deepEqual(await volumes(hosts[0]!, entry), []);
   });
 
+  test('an override that would make an open proxy fails at once, naming the field', async () => {
+    const entry = `wf${run}`;
+    const url = mirror.serve(`/${entry}/empty.qcow2`, image);
+    const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [hosts[0]!], images: { empty: { url } } });
+    const taskQueue = uniqueId('wf-f');
+    workers.push(await startFleetWorker(connection, client, config, taskQueue));
+    const handle = await client.workflow.start(PROXY_WORKFLOW_TYPE, {
+      workflowId: proxyWorkflowId(entry, 'open'),
+      taskQueue,
+      args: [{ name: 'open', entry, imageKey: 'empty', squid: { allowedClientCidrs: ['10.0.0.0/8', '::/0'] } }],
+    });
+    await assert.rejects(handle.result(), (err: unknown) => {
+      assert.ok(err instanceof WorkflowFailedError);
+      assert.match(String(err.cause?.message), /squid\.allowedClientCidrs\[1\]: admits every address/);
+      return true;
+    });
+    assert.equal(mirror.requests(`/${entry}/empty.qcow2`), 0);
+    assert.deepEqual(await domains(hosts[0]!, entry), []);
+  });
+
   test('two proxies on two workers needing one cold base: one download, one base, both Running', async () => {
     const entry = `wc${run}`;
     const path = `/${entry}/empty.qcow2`;
