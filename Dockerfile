@@ -1,0 +1,29 @@
+# The egress-proxies worker and API image (docker-compose.yml builds it for both services).
+# Node runs the TypeScript sources directly (type stripping), so there is no build step; the
+# worker bundles the workflows with the SDK's webpack at start-up. No secret is baked in: the
+# providers file, the SSH key, known_hosts and the API token file are mounted at run time.
+FROM node:24-bookworm-slim
+
+ENV NODE_ENV=production
+WORKDIR /app
+
+# Dependencies first (cached while only sources change). ssh2's optional native crypto builds
+# with the toolchain below and is dropped with it afterwards.
+COPY package.json package-lock.json ./
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 make g++ \
+ && npm ci --omit=dev --no-audit --no-fund \
+ && apt-get purge -y python3 make g++ && apt-get autoremove -y \
+ && rm -rf /var/lib/apt/lists/* /root/.npm
+
+COPY tsconfig.json ./
+COPY lib ./lib
+COPY shared ./shared
+COPY activities ./activities
+COPY workflows ./workflows
+COPY api ./api
+COPY workers ./workers
+
+USER node
+ENTRYPOINT ["node"]
+CMD ["workers/worker.ts", "--help"]

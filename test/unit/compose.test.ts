@@ -1,0 +1,83 @@
+/**
+ * docker-compose.yml and the Dockerfile, checked without a container engine: the file parses,
+ * every service built from the Dockerfile runs a command whose file the image copies and whose
+ * flags that command accepts, published ports do not collide and bind to a configurable address,
+ * mounts of secrets and configuration are read-only, and the image bakes in no secret.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { describe, it } from 'node:test';
+import { parse } from 'yaml';
+
+const pexec = promisify(execFile);
+const root = fileURLToPath(new URL('../../', import.meta.url));
+interface Service {
+  build?: unknown;
+  command?: string[];
+  ports?: string[];
+  volumes?: string[];
+  secrets?: string[];
+  environment?: Record<string, string>;
+}
+const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as {
+  services: Record<string, Service>;
+  secrets?: Record<string, { file: string }>;
+};
+const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
+const copied = [...dockerfile.matchAll(/^COPY\s+(\S+)\s+\S+$/gm)].map((m) => m[1]!.replace(/^\.\//, ''));
+const built = Object.entries(compose.services).filter(([, s]) => s.build !== undefined);
+
+describe('docker-compose.yml and the Dockerfile', () => {
+  it('the worker and the API are built from the Dockerfile', () => {
+    assert.deepEqual(built.map(([name]) => name).sort(), ['api', 'worker']);
+  });
+
+  for (const [name, service] of built) {
+    it(`${name}: its command's file is copied into the image and accepts the flags given`, async () => {
+      const [script, ...args] = service.command ?? [];
+      assert.ok(script?.endsWith('.ts'), `${name} runs a .ts entry point`);
+      assert.ok(existsSync(join(root, script)), `${script} exists`);
+      assert.ok(
+        copied.some((c) => script.startsWith(`${c}/`)),
+        `the Dockerfile copies the folder of ${script} (copies: ${copied.join(', ')})`,
+      );
+      const { stdout } = await pexec(process.execPath, [join(root, script), '--help'], { timeout: 30_000 });
+      for (const flag of args.filter((a) => a.startsWith('--'))) {
+        assert.ok(stdout.includes(flag), `${script} --help lists ${flag}`);
+      }
+    });
+  }
+
+  it('every module the entry points import is inside a copied folder', () => {
+    for (const dir of ['lib', 'shared', 'activities', 'workflows', 'api', 'workers']) {
+      assert.ok(copied.includes(dir), `the Dockerfile copies ${dir}/`);
+    }
+  });
+
+  it('published ports are distinct and bind to a configurable address, not 0.0.0.0 by default', () => {
+    const published = Object.values(compose.services).flatMap((s) => s.ports ?? []);
+    assert.ok(published.length >= 3);
+    const host = published.map((p) => p.split(':').slice(0, -1).join(':'));
+    assert.equal(new Set(host).size, host.length, `host ports collide: ${published.join(' ')}`);
+    for (const p of published) assert.match(p, /^\$\{[A-Z_]+:-127\.0\.0\.1\}:/, `${p} binds to 127.0.0.1 by default`);
+  });
+
+  it('configuration and secrets are mounted read-only; no secret is baked into the image', () => {
+    for (const v of compose.services['worker']!.volumes ?? []) assert.match(v, /:ro$/, `${v} is read-only`);
+    assert.deepEqual(compose.services['api']!.secrets, ['api-tokens']);
+    assert.ok(compose.secrets?.['api-tokens']?.file, 'the token file comes from the host');
+    assert.doesNotMatch(dockerfile, /^(COPY|ADD)\s+\S*(ssh|token|secret|providers\.yaml|\.data)/im);
+    const ignored = readFileSync(join(root, '.dockerignore'), 'utf8').split('\n');
+    for (const p of ['.data', '.local', 'node_modules', '.git'])
+      assert.ok(ignored.includes(p), `.dockerignore has ${p}`);
+  });
+
+  it('the worker and the API talk to the Temporal service of the same file', () => {
+    for (const [, s] of built) assert.equal(s.environment?.['TEMPORAL_ADDRESS'], 'temporal:7233');
+    assert.ok(compose.services['temporal'], 'a temporal service exists');
+  });
+});
