@@ -9,7 +9,9 @@
  *  - the dev server SIGKILLed and restarted (same SQLite file, same port) mid-upload and again
  *    while the proxy runs: the same worker process carries on, the proxy reaches Running, answers
  *    the delete update and ends Deleted with nothing left on the host.
- * The shared dev server (scripts/temporal) is never touched: the second test starts its own.
+ *  - scale-out: two workers serve one task queue; the one running the upload is SIGKILLed and the
+ *    other, already running, takes the work over on its own;
+ * The shared dev server (scripts/temporal) is never touched: the last test starts its own.
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
@@ -261,6 +263,44 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
     process.stderr.write(
       `# worker crash: Running ${Math.round(recoveredMs / 1000)} s after the kill, test ${Math.round((performance.now() - t0) / 1000)} s\n`,
     );
+  });
+
+  test('scale-out: two workers on one task queue; the one uploading is SIGKILLed; the other finishes alone', async () => {
+    const host = hosts[1]!;
+    const entry = `kc${run}`;
+    const path = `/${entry}/big.qcow2`;
+    const url = serveSlow(path, 48, 4 * MiB);
+    const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [host], images: { big: { url } } });
+    const providers = await writeProvidersFile(tmp, config);
+    const taskQueue = uniqueId('scale');
+    const client = await connectClient();
+    clients.push(client);
+    const base = `base-${entry}-big.qcow2`;
+    leftovers.push([host, `${base}.marker`], [host, base]);
+    const workers = [await spawnWorker(providers, taskQueue), await spawnWorker(providers, taskQueue)];
+    processes.push(...workers);
+    const handle = await client.workflow.start(PROXY_WORKFLOW_TYPE, {
+      workflowId: proxyWorkflowId(entry, 'm1'),
+      taskQueue,
+      args: [{ name: 'm1', entry, imageKey: 'big' }],
+    });
+    await waitUploading(host, entry, path, 8 * MiB);
+    const uploading = workers.findIndex((w) => w.lines.some((l) => l.includes('"activityType":"ensureBaseImage"')));
+    assert.ok(uploading >= 0, 'one of the workers logged the upload activity');
+    const survivor = workers[1 - uploading]!;
+    await workers[uploading]!.kill();
+    const running = await waitState(client, entry, 'm1', 'Running', 300_000);
+    assert.equal(running.host, host.name);
+    assert.equal(survivor.child.exitCode, null, 'the other worker ran on');
+    assert.ok(
+      survivor.lines.some((l) => l.includes('replacing the debris of an interrupted image fetch')),
+      'the surviving worker took over the upload',
+    );
+    assert.equal((await domains(host, entry)).length, 1, 'exactly one domain');
+    await handle.executeUpdate(PROXY_DELETE_UPDATE);
+    assert.equal(((await withTimeout(handle.result(), 120_000, 'the delete')) as ProxyOutcome).state, 'Deleted');
+    assert.deepEqual(await domains(host, entry), []);
+    await survivor.stop();
   });
 
   test('the dev server SIGKILLed and restarted on its SQLite file mid-upload and while Running: the run resumes', async () => {
