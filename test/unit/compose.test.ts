@@ -38,8 +38,8 @@ describe('docker-compose.yml and the Dockerfile', () => {
 
   for (const [name, service] of built) {
     it(`${name}: its command's file is copied into the image and accepts the flags given`, async () => {
-      const [script, ...args] = service.command ?? [];
-      assert.ok(script?.endsWith('.ts'), `${name} runs a .ts entry point`);
+      const [script = '', ...args] = service.command ?? [];
+      assert.ok(script.endsWith('.ts'), `${name} runs a .ts entry point`);
       assert.ok(existsSync(join(root, script)), `${script} exists`);
       assert.ok(
         copied.some((c) => script.startsWith(`${c}/`)),
