@@ -7,7 +7,7 @@ import { ensureImage } from '../lib/kvm2/index.ts';
 import type { ImageProgress } from '../lib/kvm2/index.ts';
 import { IMAGE_JOIN_SIGNAL, IMAGE_PROGRESS_SIGNAL, IMAGE_STATUS_QUERY, IMAGE_WORKFLOW_TYPE } from '../shared/image.ts';
 import type { EnsuredBase, ImageJoin, ImageProgressSignal, ImageStatus, ImageWorkflowInput } from '../shared/image.ts';
-import { mapped } from './errors.ts';
+import { mapped, ProxySpecError } from './errors.ts';
 import type { HostRegistry } from './hosts.ts';
 
 /** How often waiters are told of upload progress, in ms. */
@@ -17,6 +17,24 @@ const HEARTBEAT_BEAT_MS = 2_000;
 
 export function imageActivities(registry: HostRegistry, client: Client, taskQueue: string) {
   return {
+    /**
+     * The hosts of `entry` a warm covers, and the bound of one fetch-and-upload attempt there;
+     * `PROXY_SPEC_INVALID` naming the field for an unknown entry or image key.
+     */
+    async imageHosts(input: { entry: string; key: string }): Promise<{ hosts: string[]; attemptTimeoutMs: number }> {
+      return mapped(() => {
+        const entry = registry.entry(input.entry);
+        if (!Object.hasOwn(entry.images, input.key)) {
+          const known = Object.keys(entry.images).join(', ');
+          throw new ProxySpecError(
+            'key',
+            `entry ${entry.name} has no image ${JSON.stringify(input.key)} (known: ${known})`,
+          );
+        }
+        return { hosts: entry.hosts.map((h) => h.name), attemptTimeoutMs: entry.timeouts.downloadTotalMs + 60_000 };
+      });
+    },
+
     /**
      * Starts the ensure-image workflow with a fixed ID, or joins the one running (signal-with-start),
      * registering `waiter` to be told when the base is ready.

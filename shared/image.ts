@@ -36,7 +36,10 @@ export interface EnsuredBase {
   cached: boolean;
 }
 
-export type ImageResult = { ok: true; base: EnsuredBase } | { ok: false; kind: string; code: string; message: string };
+/** The outcome each waiter is told; `workflowId` names the ensure-image run it came from. */
+export type ImageResult = (
+  { ok: true; base: EnsuredBase } | { ok: false; kind: string; code: string; message: string }
+) & { workflowId?: string };
 
 export interface ImageJoin {
   /** The waiting proxy workflow's ID. */

@@ -69,7 +69,7 @@ export async function ensureImageWorkflow(input: ImageWorkflowInput): Promise<Im
     for (const w of pending) {
       notified.add(w);
       await getExternalWorkflowHandle(w)
-        .signal(imageReadySignal, result)
+        .signal(imageReadySignal, { ...result, workflowId: workflowInfo().workflowId })
         .catch(() => undefined); // the waiter is gone: nothing to tell
     }
   }

@@ -4,3 +4,4 @@ export { smokeWorkflow } from './smoke.ts';
 export { proxyLifecycle } from './proxy.ts';
 export { ensureImageWorkflow } from './image.ts';
 export { orphanGcWorkflow, providerHealthWorkflow } from './fleet.ts';
+export { warmImageWorkflow } from './warm.ts';

@@ -18,6 +18,8 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import { WorkflowFailedError } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { imageWorkflowId } from '../../shared/image.ts';
+import { WARM_WORKFLOW_TYPE, warmWorkflowId } from '../../shared/warm.ts';
+import type { WarmResult } from '../../shared/warm.ts';
 import {
   PROXY_DELETE_UPDATE,
   PROXY_RESIZE_UPDATE,
@@ -261,5 +263,55 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     assert.match(await virsh(hosts[1]!, 'domstate', `ep_${entry}_s1`), /running/);
     await handle.executeUpdate(PROXY_DELETE_UPDATE);
     assert.equal(((await handle.result()) as ProxyOutcome).state, 'Deleted');
+  });
+
+  test('warming an image puts the base on every host once; a proxy afterwards downloads nothing', async () => {
+    const entry = `wg${run}`;
+    const path = `/${entry}/empty.qcow2`;
+    const url = mirror.serve(path, image);
+    const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: hosts.slice(0, 2), images: { empty: { url } } });
+    const taskQueue = uniqueId('wf-g');
+    workers.push(await startFleetWorker(connection, client, config, taskQueue));
+    const warm: unknown = await client.workflow.execute(WARM_WORKFLOW_TYPE, {
+      workflowId: warmWorkflowId(entry, 'empty'),
+      taskQueue,
+      args: [{ entry, key: 'empty' }],
+      workflowExecutionTimeout: '2 minutes',
+    });
+    assert.deepEqual(
+      (warm as WarmResult).hosts.map((h) => [h.host, h.ok, h.cached]).sort(),
+      hosts
+        .slice(0, 2)
+        .map((h) => [h.name, true, false])
+        .sort(),
+    );
+    assert.equal(mirror.requests(path), 2, 'one download per host');
+    for (const h of hosts.slice(0, 2)) assert.ok((await volumes(h, entry)).includes(`base-${entry}-empty.qcow2`));
+    const again = (await client.workflow.execute(WARM_WORKFLOW_TYPE, {
+      workflowId: warmWorkflowId(entry, 'empty'),
+      taskQueue,
+      args: [{ entry, key: 'empty' }],
+      workflowExecutionTimeout: '2 minutes',
+    })) as WarmResult;
+    assert.ok(
+      again.hosts.every((h) => h.ok && h.cached === true),
+      'a second warm finds the bases cached',
+    );
+    const handle = await start(entry, 'w1', taskQueue);
+    await waitState(entry, 'w1', 'Running');
+    assert.equal(mirror.requests(path), 2, 'the proxy downloaded nothing');
+    await handle.executeUpdate(PROXY_DELETE_UPDATE);
+    await handle.result();
+    await assert.rejects(
+      client.workflow.execute(WARM_WORKFLOW_TYPE, {
+        workflowId: warmWorkflowId(entry, 'nosuch'),
+        taskQueue,
+        args: [{ entry, key: 'nosuch' }],
+        workflowExecutionTimeout: '1 minute',
+      }),
+      (err: unknown) =>
+        err instanceof WorkflowFailedError &&
+        /key: entry .* has no image "nosuch"/.test(String(err.cause?.cause?.message ?? err.cause?.message)),
+    );
   });
 });
