@@ -13,6 +13,8 @@ import { createMetrics } from './metrics.ts';
 import { PageTokens } from './page-token.ts';
 import { registerOpsRoutes } from './routes-ops.ts';
 import { registerProxyRoutes } from './routes-proxies.ts';
+import { registerImageRoutes } from './routes-images.ts';
+import type { ImageWarmer } from './routes-images.ts';
 import type { ProxyStore } from './store.ts';
 
 declare module 'fastify' {
@@ -27,6 +29,8 @@ declare module 'fastify' {
 }
 
 export interface ApiOptions {
+  /** Image warming (/v1/images/...); unset: those routes are not served. */
+  warmer?: ImageWarmer;
   store: ProxyStore;
   log: Logger;
   auth: TokenAuth | (() => TokenAuth);
@@ -120,6 +124,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     pageTokens: new PageTokens(options.pageTokenSecret),
   });
   registerOpsRoutes(app, { store: options.store, taskQueue: options.taskQueue, registry: metrics.registry });
+  if (options.warmer) registerImageRoutes(app, { warmer: options.warmer, taskQueue: options.taskQueue });
   app.get('/openapi.json', { schema: { hide: true } }, () => app.swagger());
   return app;
 }

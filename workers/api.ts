@@ -13,6 +13,7 @@ import { Client, Connection } from '@temporalio/client';
 import { loadTokenFile, TokenFileError } from '../api/auth.ts';
 import type { TokenAuth } from '../api/auth.ts';
 import { buildApi } from '../api/server.ts';
+import { temporalWarmer } from '../api/routes-images.ts';
 import { temporalStore } from '../api/store.ts';
 import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
@@ -106,6 +107,7 @@ const connection = Connection.lazy({ address, connectTimeout: 5_000 });
 const client = new Client({ connection, namespace });
 const app = await buildApi({
   store: temporalStore(client),
+  warmer: temporalWarmer(client),
   log,
   auth: () => auth,
   taskQueue: values['task-queue'],

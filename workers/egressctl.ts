@@ -28,10 +28,9 @@ Commands:
   proxy list [--entry E] [--state S] [--host H] [--healthy true|false] [--all] [--page-size N] [--page-token T]
   proxy delete ENTRY/NAME [--wait] [--wait-ms MS]
   proxy watch ENTRY/NAME [--until STATE] [--interval-ms MS] [--watch-ms MS]
+  image warm ENTRY/KEY [--wait] [--wait-ms MS]
   hosts check --providers FILE [--entry E]
   discovery [--entry E]
-
-Not yet: image warm, dev (a later round).
 
 ${GLOBAL}`,
   'proxy create': `egressctl proxy create ENTRY/NAME --image KEY [options]
@@ -59,6 +58,11 @@ ${GLOBAL}`,
   Dials every host of the providers file over SSH (not through the API) and prints its health:
   reachability, round trip, libvirt and hypervisor versions, pool space. Exit 1 if any host fails,
   2 on a bad file (the error names the field).`,
+  'image warm': `egressctl image warm ENTRY/KEY [--wait] [--wait-ms MS]
+  Fetches the base image KEY onto every host of ENTRY ahead of the first proxy (one download and
+  upload per host, shared with any proxy that needs the same base meanwhile). --wait waits for the
+  result (bounded by --wait-ms, default 600000) and prints, per host, ok, cached and size; exit 1 if
+  any host failed or the warm is still running at the bound, 2 for an unknown entry or key.`,
   discovery: `egressctl discovery [--entry E]
   Healthy proxies only, as ip:port with entry and age: what clients of the proxies use.`,
 };
@@ -93,6 +97,7 @@ const commandOptions: Record<string, ParseArgsConfig['options']> = {
   'proxy delete': { wait: { type: 'boolean' }, 'wait-ms': { type: 'string' } },
   'proxy watch': { until: { type: 'string' }, 'interval-ms': { type: 'string' }, 'watch-ms': { type: 'string' } },
   'hosts check': { providers: { type: 'string' }, entry: { type: 'string' } },
+  'image warm': { wait: { type: 'boolean' }, 'wait-ms': { type: 'string' } },
   discovery: { entry: { type: 'string' } },
 };
 
@@ -118,7 +123,9 @@ const enc = encodeURIComponent;
 async function main(argv: string[]): Promise<number> {
   const loose = parseArgs({ args: argv, options: globalOptions, allowPositionals: true, strict: false });
   const words = loose.positionals;
-  const command = words[0] === 'proxy' || words[0] === 'hosts' ? `${words[0]} ${words[1] ?? ''}` : (words[0] ?? '');
+  const command = ['proxy', 'hosts', 'image'].includes(words[0] ?? '')
+    ? `${words[0]} ${words[1] ?? ''}`
+    : (words[0] ?? '');
   const specific = commandOptions[command];
   if (specific === undefined) {
     if (loose.values.help && command === '') return (out(HELP['']!), EXIT.ok);
@@ -252,6 +259,32 @@ async function main(argv: string[]): Promise<number> {
         intervalMs: positive('interval-ms', str('interval-ms'), 1000)!,
         watchMs: positive('watch-ms', str('watch-ms'), 600_000)!,
       });
+    case 'image warm': {
+      const m = /^([^/\s]+)\/([^/\s]+)$/.exec(args[0] ?? '');
+      if (m === null) throw usage(`expected ENTRY/KEY (e.g. lab/debian12), got ${JSON.stringify(args[0] ?? '')}`);
+      const [entry, key] = [m[1]!, m[2]!];
+      const wait = v['wait'] === true;
+      const waitMs = positive('wait-ms', str('wait-ms'), 600_000)!;
+      const q = wait ? `?wait=true&waitMs=${waitMs}` : '';
+      const res = await api(
+        { ...t, timeoutMs: t.timeoutMs + (wait ? waitMs : 0) },
+        'POST',
+        `/v1/images/${enc(entry)}/${enc(key)}/warm${q}`,
+      );
+      const body = res.body as {
+        state: string;
+        workflowId: string;
+        error?: string;
+        result?: { hosts: { host: string; ok: boolean; cached?: boolean; sizeBytes?: number; error?: string }[] };
+      };
+      const rows = body.result?.hosts ?? [{ host: '-', state: body.state, error: body.error }];
+      print(body, rows, body.result ? ['host', 'ok', 'cached', 'sizeBytes', 'error'] : ['host', 'state', 'error']);
+      if (!wait) return EXIT.ok;
+      if (body.state === 'Failed')
+        return /PROXY_SPEC_INVALID|has no image|no provider entry/.test(body.error ?? '') ? EXIT.usage : EXIT.failure;
+      if (body.state !== 'Done' || body.result?.hosts.some((h) => !h.ok)) return EXIT.failure;
+      return EXIT.ok;
+    }
     case 'discovery': {
       const q = str('entry') === undefined ? '' : `?entry=${enc(str('entry')!)}`;
       const res = await api(t, 'GET', `/v1/discovery${q}`);

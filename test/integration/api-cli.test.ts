@@ -132,6 +132,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
       ['proxy', 'delete'],
       ['proxy', 'watch'],
       ['hosts', 'check'],
+      ['image', 'warm'],
       ['discovery'],
     ]) {
       const r = await ctl([...cmd, '--help']);
@@ -201,6 +202,20 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     assert.equal((JSON.parse(del.stdout) as { state: string }).state, 'Deleted');
     assert.equal((await ctl(['proxy', 'watch', `${entry}/c1`, '--watch-ms', '5000', ...g])).code, 0);
     assert.equal((await ctl(['proxy', 'watch', `${entry}/none`, '--watch-ms', '5000', ...g])).code, 3);
+  });
+
+  test('image warm --wait puts the base on the host (0, JSON per host); an unknown key exits 2', async () => {
+    const warm = await ctl(
+      ['image', 'warm', `${entry}/empty`, '--wait', '--wait-ms', '120000', '--output', 'json', ...g],
+      180_000,
+    );
+    assert.equal(warm.code, 0, warm.stderr + warm.stdout);
+    const body = JSON.parse(warm.stdout) as { state: string; result: { hosts: { ok: boolean; sizeBytes: number }[] } };
+    assert.equal(body.state, 'Done');
+    assert.ok(body.result.hosts.length === 1 && body.result.hosts[0]!.ok && body.result.hosts[0]!.sizeBytes > 0);
+    const bad = await ctl(['image', 'warm', `${entry}/nosuch`, '--wait', '--wait-ms', '60000', ...g], 120_000);
+    assert.equal(bad.code, 2, bad.stderr + bad.stdout);
+    assert.match(bad.stdout, /has no image "nosuch"/);
   });
 
   test('hosts check prints one JSON line per host of the providers file', async () => {

@@ -311,7 +311,9 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
       }),
       (err: unknown) =>
         err instanceof WorkflowFailedError &&
-        /key: entry .* has no image "nosuch"/.test(String(err.cause?.cause?.message ?? err.cause?.message)),
+        /key: entry .* has no image "nosuch"/.test(
+          String(err.cause?.cause instanceof Error ? err.cause.cause.message : err.cause?.message),
+        ),
     );
   });
 });

@@ -9,6 +9,7 @@ import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { loadTokenFile } from '../../api/auth.ts';
 import { buildApi } from '../../api/server.ts';
+import { temporalWarmer } from '../../api/routes-images.ts';
 import { temporalStore } from '../../api/store.ts';
 import type { ProxyStore } from '../../api/store.ts';
 import { createLogger, logLevelFromEnv } from '../../lib/log/logger.ts';
@@ -55,6 +56,7 @@ export async function startTestApi(
   };
   const app = await buildApi({
     store,
+    warmer: temporalWarmer(client),
     log: createLogger({ name: 'api-test', stream: 'stderr', level: logLevelFromEnv(process.env, 'warn') }),
     auth: await loadTokenFile(tokens.file),
     taskQueue,
