@@ -2,6 +2,8 @@
 //
 //   node workers/cli.ts smoke [--name NAME] [--timeout-ms MS]       run the smoke workflow; print its result
 //   node workers/cli.ts host-check --providers FILE [--entry NAME]  dial hosts over SSH; print their health (JSON)
+//   node workers/cli.ts proxy-up --name NAME [--entry local] [--image proxy] [--providers FILE] [--wait-ms MS]
+//                                                                   start (or reuse) a proxy; wait until Healthy
 //   node workers/cli.ts --help
 //
 // Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`),
@@ -14,6 +16,7 @@ import { checkHosts, HostCheckUsageError } from './host-check.ts';
 import { SMOKE_WORKFLOW_TYPE } from '../shared/smoke.ts';
 import type { SmokeResult } from '../shared/smoke.ts';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
+import { proxyUp } from './proxy-up.ts';
 
 const HELP = `egress-proxies CLI
 
@@ -26,6 +29,13 @@ Usage:
       SSH on a health link of its own, forwards the libvirt socket, and prints one JSON line:
       reachability, round-trip time, libvirt and hypervisor versions, and the storage pool's
       capacity and free space. Exit 1 if any host fails, 2 on a bad file (the error names the field).
+  node workers/cli.ts proxy-up --name NAME [--entry ENTRY] [--image KEY] [--providers FILE] [--wait-ms MS]
+      Starts the proxy's lifecycle workflow (ID proxy/ENTRY/NAME; entry default local, image key
+      default proxy) on task queue $TEMPORAL_TASK_QUEUE or ${TASK_QUEUE}, or reuses the one
+      running, and waits until the proxy is Healthy (default 20 minutes), printing progress on
+      stderr. Then prints its address, a curl line that uses it (through its host over SSH; the
+      host and health target are read from --providers) and the Web UI link to its run, and one
+      JSON line on stdout. Exit 1 if it fails or is not Healthy in time.
 
 Options:
   --timeout-ms MS   bound on each step (default 30000)
@@ -39,6 +49,8 @@ const { values, positionals } = parseArgs({
     name: { type: 'string', default: 'operator' },
     providers: { type: 'string' },
     entry: { type: 'string' },
+    image: { type: 'string', default: 'proxy' },
+    'wait-ms': { type: 'string', default: '1200000' },
     'timeout-ms': { type: 'string', default: '30000' },
     help: { type: 'boolean', short: 'h', default: false },
   },
@@ -87,6 +99,34 @@ try {
       onLine: (line) => process.stdout.write(JSON.stringify(line) + '\n'),
     });
     if (!ok) process.exitCode = 1;
+  } else if (command === 'proxy-up') {
+    const waitMs = Number(values['wait-ms']);
+    if (rest.length > 0 || !Number.isInteger(waitMs) || waitMs <= 0) {
+      throw new UsageError('proxy-up takes --name NAME and optionally --entry, --image, --providers, --wait-ms MS');
+    }
+    const address = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
+    const namespace = process.env['TEMPORAL_NAMESPACE'] || 'default';
+    const connection = await Connection.connect({ address, connectTimeout: timeoutMs });
+    try {
+      const up = await proxyUp(new Client({ connection, namespace }), {
+        name: values.name,
+        entry: values.entry ?? 'local',
+        imageKey: values.image,
+        taskQueue: process.env['TEMPORAL_TASK_QUEUE'] || TASK_QUEUE,
+        waitMs,
+        providersFile: values.providers,
+        webUi: process.env['TEMPORAL_UI_URL'] || `http://127.0.0.1:${process.env['TEMPORAL_UI_PORT'] || '8233'}`,
+        namespace,
+      });
+      process.stderr.write(
+        `\nproxy ${values.name} is Healthy: ${up.ip}:${up.port} on ${up.host}\n` +
+          `  try it (the guest is behind its host's NAT):\n    ${up.curl}\n` +
+          `  its run in the Temporal Web UI:\n    ${up.webUi}\n`,
+      );
+      process.stdout.write(JSON.stringify(up) + '\n');
+    } finally {
+      await connection.close();
+    }
   } else {
     process.stderr.write(`unknown command ${JSON.stringify(command)}\n\n${HELP}\n`);
     process.exitCode = 2;

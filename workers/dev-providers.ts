@@ -1,10 +1,14 @@
 // Writes the embedded default providers file: one kvm2 entry, `local`, whose hosts are the local
 // test hosts that `test/hosts/testhost up` made (their descriptors give address, key, known_hosts,
-// pool, network and domain type). The main job and the CLI use it like any operator's file.
+// pool, network and domain type). The main job and the CLI use it like any operator's file. Its
+// image is served by the main job's loopback mirror and its health target by the same process
+// (workers/dev-services.ts) on the first host's root-side address, which guests of every test host
+// reach (each host routes 10.231.0.0/16 to the root side).
 //
-//   node workers/dev-providers.ts [--state DIR] [--out FILE]
+//   node workers/dev-providers.ts [--state DIR] [--out FILE] [--target HOST:PORT]
 //
-// Defaults: --state $EP_TESTHOST_STATE or /var/lib/egress-proxies-testhosts, --out .data/providers.yaml.
+// Defaults: --state $EP_TESTHOST_STATE or /var/lib/egress-proxies-testhosts, --out
+// .data/providers.yaml, --target <first host's root-side address>:8481.
 // The file is validated by the same loader as any providers file before it is written.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -24,12 +28,14 @@ interface Descriptor {
   network: string;
   networkCidr: string;
   domainType: 'kvm' | 'qemu';
+  rootSideAddress: string;
 }
 
 const { values } = parseArgs({
   options: {
     state: { type: 'string', default: process.env['EP_TESTHOST_STATE'] ?? '/var/lib/egress-proxies-testhosts' },
     out: { type: 'string', default: join(process.cwd(), '.data/providers.yaml') },
+    target: { type: 'string' },
   },
 });
 
@@ -37,6 +43,7 @@ const index = JSON.parse(readFileSync(join(values.state, 'hosts.json'), 'utf8'))
 const hosts = index.hosts.map((p) => JSON.parse(readFileSync(p, 'utf8')) as Descriptor);
 if (hosts.length === 0) throw new Error(`no test hosts in ${values.state}: run test/hosts/testhost up`);
 const first = hosts[0]!;
+const target = values.target ?? `${first.rootSideAddress}:8481`;
 const doc = {
   providers: [
     {
@@ -57,7 +64,9 @@ const doc = {
       vm: { vcpus: 1, memoryMiB: 512, diskGiB: 4 },
       // Served by the main job's local image mirror (loopback only).
       images: { proxy: { url: 'http://127.0.0.1:8480/images/proxy.qcow2', format: 'qcow2' } },
-      squid: { port: 3128, allowedClientCidrs: [first.networkCidr] },
+      // The probe reaches Squid through the host's sshd, from the host's NAT bridge address.
+      squid: { port: 3128, allowedClientCidrs: [...new Set(hosts.map((h) => h.networkCidr))] },
+      health: { target, intervalMs: 3000 },
     },
   ],
 };

@@ -72,10 +72,20 @@ exec -a "ep-testhost-holder-$N:$R" sleep infinity'
   printf 'NETNS=%s\nMNTNS=%s\nHOLDER=%s\n' "$(ns_ref "$hp" net)" "$(ns_ref "$hp" mnt)" "$hp" >"$H_DIR/ns.env"
 }
 
+# host_routes: a route inside the namespace to every test host's root-side address (idempotent).
+# Guests of any host then reach a service on any root-side address (a health target, an image
+# mirror), as they reach their own host's: the root namespace delivers traffic to its own addresses
+# locally, and the FORWARD drop rules still keep the namespaces apart.
+host_routes() {
+  ip -n "$H_NAME" route replace "$NET_PREFIX.0.0/16" via "$H_GW" dev "$H_VETH_N" ||
+    die "$H_NAME: could not add the route to $NET_PREFIX.0.0/16 via $H_GW"
+}
+
 host_up() {
   local t0 hp
   if host_health; then
     check_domain_type
+    host_routes
     log "$H_NAME: already up and healthy ($H_ADDR:$SSH_PORT)"
     return 0
   fi
@@ -97,6 +107,7 @@ host_up() {
   ip -n "$H_NAME" link set lo up
   ip -n "$H_NAME" addr add "$H_ADDR/24" dev "$H_VETH_N"
   ip -n "$H_NAME" link set "$H_VETH_N" up
+  host_routes
 
   start_holder
   hp=$(holder_pid)

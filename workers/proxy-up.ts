@@ -1,0 +1,173 @@
+// `cli.ts proxy-up`: starts a proxy's lifecycle workflow (ID `proxy/<entry>/<name>`) or reuses the
+// one running, then follows its `status` query until the proxy is Healthy, printing progress
+// (state changes, image upload bytes and rate, boot, address, probes) on stderr; at the end, its
+// address, a `curl` line that uses it and the Web UI link to its run. Stdout gets one JSON line.
+import type { Client } from '@temporalio/client';
+import { loadProvidersFile } from '../lib/config/index.ts';
+import { PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../shared/proxy.ts';
+import type { ProxyStatus } from '../shared/proxy.ts';
+
+export interface ProxyUpOptions {
+  name: string;
+  entry: string;
+  imageKey: string;
+  taskQueue: string;
+  /** Bound on the whole wait for Healthy, in ms. */
+  waitMs: number;
+  /** The providers file, read for the `curl` line (the host's SSH address and the health target). */
+  providersFile?: string;
+  /** Base URL of the Temporal Web UI. */
+  webUi: string;
+  namespace: string;
+}
+
+export interface ProxyUpResult {
+  workflowId: string;
+  reused: boolean;
+  host: string;
+  ip: string;
+  port: number;
+  curl: string;
+  webUi: string;
+}
+
+const MiB = 2 ** 20;
+const QUERY_BOUND_MS = 15_000;
+const POLL_MS = 1_000;
+
+export async function proxyUp(client: Client, o: ProxyUpOptions): Promise<ProxyUpResult> {
+  const workflowId = proxyWorkflowId(o.entry, o.name);
+  const t0 = performance.now();
+  const say = (line: string): void =>
+    void process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${line}\n`);
+  const link = `${o.webUi}/namespaces/${encodeURIComponent(o.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
+
+  const handle = client.workflow.getHandle(workflowId);
+  const running = await handle.describe().then(
+    (d) => d.status.name === 'RUNNING',
+    () => false,
+  );
+  if (running) {
+    say(`reusing the running workflow ${workflowId}`);
+  } else {
+    await client.workflow.start(PROXY_WORKFLOW_TYPE, {
+      workflowId,
+      taskQueue: o.taskQueue,
+      args: [{ name: o.name, entry: o.entry, imageKey: o.imageKey }],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      staticSummary: `proxy ${o.name} of ${o.entry} (cli proxy-up)`,
+    });
+    say(`started workflow ${workflowId} on task queue ${o.taskQueue}`);
+  }
+  say(`Web UI: ${link}`);
+
+  const deadline = performance.now() + o.waitMs;
+  let last: ProxyStatus | undefined;
+  let lastImageSaid = 0;
+  let queryFailures = 0;
+  for (;;) {
+    let st: ProxyStatus | undefined;
+    try {
+      st = await bounded(handle.query<ProxyStatus>(PROXY_STATUS_QUERY), QUERY_BOUND_MS);
+      queryFailures = 0;
+    } catch (err) {
+      // No worker yet (it is starting) or a query overran: say so once in a while, keep waiting.
+      if (queryFailures++ % 10 === 0) say(`status query: ${(err as Error).message}`);
+    }
+    if (st) {
+      describeChange(last, st, say, () => {
+        const now = performance.now();
+        if (now - lastImageSaid < 2_000) return false;
+        lastImageSaid = now;
+        return true;
+      });
+      last = st;
+      if (st.state === 'Failed')
+        throw new Error(`proxy ${o.name} failed: ${st.reason ?? ''} ${st.lastError?.message ?? ''}`);
+      if (st.state === 'Deleted' || st.state === 'Deleting') throw new Error(`proxy ${o.name} is ${st.state}`);
+      if (st.state === 'Running' && st.conditions.Healthy.status === 'True' && st.ip && st.host) {
+        const curl = await curlLine(o, st.host, st.ip, st.port);
+        return { workflowId, reused: running, host: st.host, ip: st.ip, port: st.port, curl, webUi: link };
+      }
+    }
+    if (performance.now() > deadline) {
+      throw new Error(
+        `proxy ${o.name} not Healthy within ${o.waitMs} ms; last status: ${JSON.stringify(last ?? 'none')}`,
+      );
+    }
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
+
+function describeChange(
+  prev: ProxyStatus | undefined,
+  st: ProxyStatus,
+  say: (line: string) => void,
+  imageTick: () => boolean,
+): void {
+  const c = st.conditions;
+  if (prev === undefined && st.state !== 'Pending') {
+    // Joining a running workflow: where it stands, then only what changes.
+    say(
+      `${st.state}${st.host ? ` on ${st.host}` : ''}${st.ip ? `, address ${st.ip}` : ''}, VmRunning=${c.VmRunning.status}, ` +
+        `Healthy=${c.Healthy.status}${st.reason ? ` (${st.reason})` : ''}`,
+    );
+    return;
+  }
+  if (prev?.state !== st.state || prev.reason !== st.reason) {
+    say(`${st.state}${st.host ? ` on ${st.host}` : ''}${st.reason ? ` (${st.reason})` : ''}`);
+  }
+  if (st.image && st.image.totalBytes > 0 && imageTick()) {
+    const { bytes, totalBytes, bytesPerSecond } = st.image;
+    say(
+      `image upload ${(bytes / MiB).toFixed(0)}/${(totalBytes / MiB).toFixed(0)} MiB at ${(bytesPerSecond / MiB).toFixed(0)} MiB/s`,
+    );
+  } else if (st.image && !prev?.image) {
+    say(`waiting for the base image (${st.image.workflowId})`);
+  } else if (!st.image && prev?.image) {
+    say('base image ready');
+  }
+  if (prev?.conditions.VmRunning.status !== c.VmRunning.status && c.VmRunning.status === 'True') {
+    say('VM running; the guest boots (under TCG this takes about a minute)');
+  }
+  if (prev?.ip !== st.ip && st.ip) say(`address ${st.ip}; waiting for Squid to answer the health probe`);
+  if (prev?.health.totalFailed !== st.health.totalFailed && st.health.lastError && c.Healthy.status !== 'True') {
+    say(`probe ${st.health.totalFailed} not yet: ${st.health.lastError.slice(0, 120)}`);
+  }
+  if (prev?.conditions.Healthy.status !== c.Healthy.status) {
+    say(`Healthy=${c.Healthy.status}${c.Healthy.reason ? ` (${c.Healthy.reason})` : ''}`);
+  }
+}
+
+/** `ssh … <host> curl` through the proxy to the entry's health target (the guest is behind the host's NAT). */
+async function curlLine(o: ProxyUpOptions, hostName: string, ip: string, port: number): Promise<string> {
+  let ssh = `ssh ${hostName}`;
+  let url = 'http://<target>/';
+  if (o.providersFile !== undefined) {
+    const config = await loadProvidersFile(o.providersFile);
+    const entry = config.providers.find((e) => e.name === o.entry);
+    const h = entry?.hosts.find((x) => x.name === hostName);
+    if (h) {
+      const key = h.keyFile ? ` -i ${h.keyFile}` : '';
+      const kh = h.knownHostsFile ? ` -o UserKnownHostsFile=${h.knownHostsFile}` : '';
+      ssh = `ssh${key}${kh} -p ${h.port} ${h.user}@${h.address}`;
+    }
+    if (entry?.health.target) url = `http://${entry.health.target}/`;
+  }
+  // Squid allows CONNECT only: -p tunnels the request.
+  return `${ssh} curl -sS -p -x http://${ip}:${port} ${url}`;
+}
+
+async function bounded<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      p,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms (is the worker running?)`)), ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
