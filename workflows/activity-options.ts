@@ -20,15 +20,21 @@ export const RPC_ACTIVITY = {
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 8 },
 } as const satisfies ActivityOptions;
 
-/** One poll of a VM (state and address): 2 minutes, 3 attempts; a failed poll is a reading, not a failure. */
+/**
+ * One poll of a VM (state and address): 45 s, 3 attempts; a failed poll is a reading, not a
+ * failure. Short, so a poll lost with its worker delays the health loop by seconds, not minutes.
+ */
 export const POLL_ACTIVITY = {
-  startToCloseTimeout: '2 minutes',
+  startToCloseTimeout: '45 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '5 seconds', maximumAttempts: 3 },
 } as const satisfies ActivityOptions;
 
-/** One health probe: bounded by its own timeout, never retried (the next probe is the retry). */
+/**
+ * One health probe: bounded by its own timeout, never retried (the next probe is the retry); a
+ * failed or timed-out probe activity counts as a failed probe.
+ */
 export const PROBE_ACTIVITY = {
-  startToCloseTimeout: '1 minute',
+  startToCloseTimeout: '30 seconds',
   retry: { maximumAttempts: 1 },
 } as const satisfies ActivityOptions;
 

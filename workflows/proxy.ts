@@ -400,7 +400,13 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
         throw new ProxyFailed('BOOT_TIMEOUT', `no address was read within bootMs (${r.timeouts.bootMs} ms)`);
       }
       if (st.ip !== undefined && r.health.target !== undefined) {
-        const outcome = await probe.probeProxy({ proxy: r, host, ip: st.ip });
+        // A probe whose activity failed (its worker died, it timed out) is a failed probe, not a
+        // failed proxy: the hysteresis decides, as for any other failure.
+        const outcome = await probe.probeProxy({ proxy: r, host, ip: st.ip }).catch((err: unknown) => {
+          if (isCancellation(err)) throw err;
+          const f = failureInfo(err);
+          return { ok: false as const, code: 'PROBE_ACTIVITY_FAILED', message: `${f.code}: ${f.message}` };
+        });
         st = applyProbe(st, outcome, r.health, nowIso());
       }
       publish();

@@ -96,7 +96,7 @@ describe('user-data', () => {
       'systemctl enable qemu-guest-agent || true',
       'systemctl --no-block start qemu-guest-agent || true',
       'systemctl enable squid',
-      'systemctl restart squid',
+      'systemctl reload-or-restart squid',
     ]);
   });
 
