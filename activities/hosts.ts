@@ -8,6 +8,10 @@ import type { HostConfig, ProviderEntry, ProvidersConfig } from '../lib/config/i
 import { hostLinksOptions, hostTarget } from '../lib/kvm2/index.ts';
 import type { SshLogger } from '../lib/ssh/logger.ts';
 import { ProxySpecError } from './errors.ts';
+import { meteringLogger, meterLinks } from './metrics.ts';
+import type { WorkerMetrics } from './metrics.ts';
+
+const SILENT: SshLogger = { info: () => undefined, warn: () => undefined };
 
 export interface RegisteredHost {
   entry: ProviderEntry;
@@ -22,12 +26,15 @@ export class HostRegistry {
   readonly #probeLinks = new Map<string, Promise<Link>>();
   #closed = false;
 
-  constructor(config: ProvidersConfig, logger?: SshLogger) {
+  constructor(config: ProvidersConfig, logger?: SshLogger, metrics?: WorkerMetrics) {
     this.config = config;
+    // With metrics, the links always get a logger: its one line per libvirt call feeds the RPC histogram.
+    const linkLogger = metrics ? meteringLogger(logger ?? SILENT, metrics) : logger;
     for (const entry of config.providers) {
       for (const host of entry.hosts) {
-        const links = new HostLinks(hostTarget(entry, host), hostLinksOptions(entry, logger));
+        const links = new HostLinks(hostTarget(entry, host), hostLinksOptions(entry, linkLogger));
         if (logger) watchLinks(links, logger);
+        if (metrics) meterLinks(links, metrics);
         this.#hosts.set(key(entry.name, host.name), { entry, host, links });
       }
     }

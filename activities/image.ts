@@ -9,13 +9,14 @@ import { IMAGE_JOIN_SIGNAL, IMAGE_PROGRESS_SIGNAL, IMAGE_STATUS_QUERY, IMAGE_WOR
 import type { EnsuredBase, ImageJoin, ImageProgressSignal, ImageStatus, ImageWorkflowInput } from '../shared/image.ts';
 import { mapped, ProxySpecError } from './errors.ts';
 import type { HostRegistry } from './hosts.ts';
+import type { WorkerMetrics } from './metrics.ts';
 
 /** How often waiters are told of upload progress, in ms. */
 export const PROGRESS_SIGNAL_INTERVAL_MS = 5_000;
 /** Heartbeats also go out on this beat when no progress arrives (lookups, verification). */
 const HEARTBEAT_BEAT_MS = 2_000;
 
-export function imageActivities(registry: HostRegistry, client: Client, taskQueue: string) {
+export function imageActivities(registry: HostRegistry, client: Client, taskQueue: string, metrics?: WorkerMetrics) {
   return {
     /**
      * The hosts of `entry` a warm covers, and the bound of one fetch-and-upload attempt there;
@@ -95,6 +96,10 @@ export function imageActivities(registry: HostRegistry, client: Client, taskQueu
               downloadTotalMs: t.downloadTotalMs,
             },
             onProgress: (p) => {
+              metrics?.uploadBytes.inc(
+                { host: `${input.entry}/${input.host}` },
+                Math.max(0, p.bytes - (last?.bytes ?? 0)),
+              );
               last = p;
               ctx.heartbeat(p);
               const now = Date.now();

@@ -3,6 +3,7 @@
 import type { Client } from '@temporalio/client';
 import { fleetActivities } from './fleet.ts';
 import type { HostRegistry } from './hosts.ts';
+import type { WorkerMetrics } from './metrics.ts';
 import { imageActivities } from './image.ts';
 import { proxyActivities } from './proxy.ts';
 import { smokeGreet } from './smoke.ts';
@@ -13,13 +14,15 @@ export interface ActivityDeps {
   client: Client;
   /** The task queue workflows started by activities run on. */
   taskQueue: string;
+  /** Where probe latencies and uploaded bytes are counted (the worker's /metrics). */
+  metrics?: WorkerMetrics;
 }
 
 export function createActivities(deps: ActivityDeps) {
   return {
     smokeGreet,
-    ...proxyActivities(deps.registry),
-    ...imageActivities(deps.registry, deps.client, deps.taskQueue),
+    ...proxyActivities(deps.registry, deps.metrics),
+    ...imageActivities(deps.registry, deps.client, deps.taskQueue, deps.metrics),
     ...fleetActivities(deps.registry, deps.client),
   };
 }

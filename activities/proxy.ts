@@ -21,6 +21,7 @@ import type { ProbeOutcome, ProxySpec, ResolvedProxy, VmReading } from '../share
 import type { EnsuredBase } from '../shared/image.ts';
 import { mapped, ProxySpecError } from './errors.ts';
 import type { HostRegistry } from './hosts.ts';
+import type { WorkerMetrics } from './metrics.ts';
 
 /** A proxy on a host: what every per-VM activity needs. */
 export interface PlacedProxy {
@@ -35,7 +36,7 @@ export interface PlacedProxy {
  */
 export const SURVEY_TTL_MS = 5_000;
 
-export function proxyActivities(registry: HostRegistry) {
+export function proxyActivities(registry: HostRegistry, metrics?: WorkerMetrics) {
   const surveys = new Map<string, { at: number; result: Promise<HostSurvey[]> }>();
   /** One survey shared by every caller within {@link SURVEY_TTL_MS} (no caller's signal ends it). */
   const survey = (input: { entry: string }): Promise<HostSurvey[]> =>
@@ -195,18 +196,18 @@ export function proxyActivities(registry: HostRegistry) {
       if (target === undefined) return { ok: false, code: 'PROBE_NO_TARGET', message: 'health.target is not set' };
       const timeoutMs = proxy.health.probeTimeoutMs;
       const ac = AbortSignal.any([signal(), AbortSignal.timeout(timeoutMs)]);
+      const started = performance.now();
       try {
         const session = await registry.probeSession(proxy.entry, input.host, ac);
         const channel = await session.openTcp(input.ip, proxy.squid.port, { timeoutMs, signal: ac });
         const { latencyMs } = await connectProbe(channel, { target, timeoutMs, signal: ac });
+        metrics?.probe.observe({ outcome: 'ok' }, latencyMs / 1000);
         return { ok: true, latencyMs: Math.round(latencyMs * 1000) / 1000 };
       } catch (err) {
         if (signal().aborted) throw signal().reason;
-        return {
-          ok: false,
-          code: err instanceof ProjectError ? err.code : 'PROBE_FAILED',
-          message: err instanceof Error ? err.message : String(err),
-        };
+        const code = err instanceof ProjectError ? err.code : 'PROBE_FAILED';
+        metrics?.probe.observe({ outcome: code }, (performance.now() - started) / 1000);
+        return { ok: false, code, message: err instanceof Error ? err.message : String(err) };
       }
     },
 

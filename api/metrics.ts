@@ -1,8 +1,8 @@
 // Prometheus metrics of the API (prom-client, a registry of its own): proxies by state counted in
 // Temporal's visibility store at scrape time, plus what the API measures itself (requests by
 // route and status with their latency, Temporal calls that failed, process figures). The
-// worker-side figures the issue also names (health probe latency, upload bytes, RPC latency by
-// procedure) live in the worker process and are not exported yet (docs/api.md says so).
+// worker-side figures (health probe latency, upload bytes, RPC latency by procedure, link deaths)
+// are served by each worker (`--metrics-listen`, activities/metrics.ts).
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { ProxyStore } from './store.ts';
 import { listQuery } from './store.ts';

@@ -19,6 +19,9 @@ import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
 import { sdkLoggerFromPino, sdkLogLevelFor } from '../lib/log/temporal-adapter.ts';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
 import { ensureSchedules } from './schedules.ts';
+import { serveMetrics } from './metrics.ts';
+import { createWorkerMetrics } from '../activities/metrics.ts';
+import type { Server } from 'node:http';
 import { setupTracing } from './telemetry.ts';
 
 const HELP = `egress-proxies worker: runs the proxy, image, GC and health workflows and their activities.
@@ -33,6 +36,9 @@ Options:
   --max-workflow-tasks N    workflow tasks run at once (default 40)
   --shutdown-grace-ms MS    on SIGTERM, how long activities in flight may finish (default 10000)
   --no-schedules            do not create or update the orphan-GC and provider-health schedules
+  --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics (libvirt RPC
+                            latency by procedure, link deaths, probe latency, upload bytes); off
+                            unless given (e.g. 127.0.0.1:9464; port 0 picks one, logged)
   -h, --help                this text
 
 Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE (default), LOG_LEVEL (info).`;
@@ -45,6 +51,7 @@ const { values } = parseArgs({
     'max-workflow-tasks': { type: 'string', default: '40' },
     'shutdown-grace-ms': { type: 'string', default: '10000' },
     'no-schedules': { type: 'boolean', default: false },
+    'metrics-listen': { type: 'string', default: process.env['EP_WORKER_METRICS_LISTEN'] },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
@@ -109,17 +116,34 @@ try {
   process.exit(1);
 }
 const client = new Client({ connection: clientConnection, namespace });
-const registry = new HostRegistry(config, log.child({ component: 'ssh' }));
+let metricsServer: Server | undefined;
+const listen = values['metrics-listen'];
+const listenMatch = listen === undefined ? undefined : /^(.+):(\d{1,5})$/.exec(listen);
+if (listen !== undefined && (!listenMatch || Number(listenMatch[2]) > 65535)) {
+  process.stderr.write(`--metrics-listen must be HOST:PORT (e.g. 127.0.0.1:9464), got ${JSON.stringify(listen)}\n`);
+  process.exit(2);
+}
+const metrics = listenMatch ? createWorkerMetrics() : undefined;
+const registry = new HostRegistry(config, log.child({ component: 'ssh' }), metrics);
 const tracing = setupTracing(log.child({ component: 'otel' }));
 
 try {
   if (!values['no-schedules']) await ensureSchedules(client, config, taskQueue);
+  if (metrics && listenMatch) {
+    const served = await serveMetrics(
+      metrics.registry,
+      listenMatch[1]!.replace(/^\[(.*)\]$/, '$1'),
+      Number(listenMatch[2]),
+    );
+    metricsServer = served.server;
+    log.info({ url: served.url }, 'metrics served');
+  }
   const worker = await Worker.create({
     connection,
     namespace,
     taskQueue,
     workflowsPath: WORKFLOWS_PATH,
-    activities: createActivities({ registry, client, taskQueue }),
+    activities: createActivities({ registry, client, taskQueue, metrics }),
     plugins: [tracing.plugin],
     maxConcurrentActivityTaskExecutions: maxActivities,
     maxConcurrentWorkflowTaskExecutions: maxWorkflowTasks,
@@ -141,6 +165,7 @@ try {
   log.fatal({ err }, 'worker failed');
   process.exitCode = 1;
 } finally {
+  metricsServer?.close();
   registry.close();
   await tracing.shutdown();
   await connection.close();

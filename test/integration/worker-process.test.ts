@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
-import { PROJECT_ROOT, uniqueId } from '../support/temporal.ts';
+import { connectClient, PROJECT_ROOT, uniqueId } from '../support/temporal.ts';
+import { HEALTH_WORKFLOW_TYPE } from '../../shared/fleet.ts';
 import { loadTestHosts } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -79,4 +80,53 @@ test('a running worker writes only JSON lines and stops cleanly on SIGTERM', { t
     worker.lines.some((l) => l.includes('"worker stopped"')),
     'the worker logged its stop',
   );
+});
+
+test('--metrics-listen serves libvirt RPC latency by procedure and link counters', { timeout: 120_000 }, async () => {
+  const run = Date.now().toString(36);
+  const host = loadTestHosts()[0]!;
+  const entry = `wm${run}`;
+  const config = fleetConfig({
+    entry,
+    ownerUid: `uid-${run}`,
+    hosts: [host],
+    images: { empty: { url: 'http://127.0.0.1:9/e.qcow2' } },
+  });
+  const taskQueue = uniqueId('wm');
+  const worker = await spawnWorker(await writeProvidersFile(tmp, config), taskQueue, 60_000, {
+    EP_WORKER_METRICS_LISTEN: '127.0.0.1:0',
+  });
+  const client = await connectClient();
+  try {
+    const served = worker.lines
+      .map((l) => JSON.parse(l) as { msg?: string; url?: string })
+      .find((l) => l.msg === 'metrics served');
+    assert.ok(served?.url, 'the worker logged where its metrics are');
+    await client.workflow.execute(HEALTH_WORKFLOW_TYPE, {
+      workflowId: uniqueId('wm-health'),
+      taskQueue,
+      args: [],
+      workflowExecutionTimeout: '60 seconds',
+    });
+    const text = await (await fetch(served.url)).text();
+    const count = new RegExp(
+      `^egress_libvirt_rpc_duration_seconds_count\\{procedure="CONNECT_GET_LIB_VERSION",outcome="ok",host="${entry}/${host.name}"\\} (\\d+)$`,
+      'm',
+    ).exec(text);
+    assert.ok(
+      count && Number(count[1]) >= 1,
+      text
+        .split('\n')
+        .filter((l) => l.includes('libvirt'))
+        .slice(0, 10)
+        .join('\n'),
+    );
+    assert.match(text, /^# TYPE egress_ssh_link_deaths_total counter$/m);
+    assert.match(text, /^# TYPE egress_health_probe_duration_seconds histogram$/m);
+    assert.match(text, /^# TYPE egress_image_upload_bytes_total counter$/m);
+    assert.match(text, /^egress_worker_process_resident_memory_bytes \d+/m);
+  } finally {
+    await client.connection.close();
+    await worker.stop();
+  }
 });
