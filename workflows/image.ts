@@ -66,12 +66,17 @@ export async function ensureImageWorkflow(input: ImageWorkflowInput): Promise<Im
   for (;;) {
     const pending = [...waiters].filter((w) => !notified.has(w));
     if (pending.length === 0) break;
-    for (const w of pending) {
-      notified.add(w);
-      await getExternalWorkflowHandle(w)
-        .signal(imageReadySignal, { ...result, workflowId: workflowInfo().workflowId })
-        .catch(() => undefined); // the waiter is gone: nothing to tell
-    }
+    // All at once: one workflow task sends every signal (one at a time, a burst of N waiters
+    // would wait N task round trips for the last one).
+    for (const w of pending) notified.add(w);
+    await Promise.all(
+      pending.map(
+        (w) =>
+          getExternalWorkflowHandle(w)
+            .signal(imageReadySignal, { ...result, workflowId: workflowInfo().workflowId })
+            .catch(() => undefined), // the waiter is gone: nothing to tell
+      ),
+    );
   }
   await condition(allHandlersFinished);
   return result;
