@@ -8,6 +8,8 @@ import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
 import { api, CliError, EXIT, readToken, table } from './egressctl-client.ts';
 import type { ApiTarget } from './egressctl-client.ts';
 import { checkHosts, HostCheckUsageError } from './host-check.ts';
+import { runDev } from './egressctl-dev.ts';
+import { join } from 'node:path';
 
 const GLOBAL = `Global options:
   --api URL            the API (default $EGRESSCTL_API or http://127.0.0.1:8080)
@@ -29,6 +31,7 @@ Commands:
   proxy delete ENTRY/NAME [--wait] [--wait-ms MS]
   proxy watch ENTRY/NAME [--until STATE] [--interval-ms MS] [--watch-ms MS]
   image warm ENTRY/KEY [--wait] [--wait-ms MS]
+  dev [--providers FILE] [--api-port N] [--data DIR]
   hosts check --providers FILE [--entry E]
   discovery [--entry E]
 
@@ -63,6 +66,12 @@ ${GLOBAL}`,
   upload per host, shared with any proxy that needs the same base meanwhile). --wait waits for the
   result (bounded by --wait-ms, default 600000) and prints, per host, ok, cached and size; exit 1 if
   any host failed or the warm is still running at the bound, 2 for an unknown entry or key.`,
+  dev: `egressctl dev [--providers FILE] [--api-port N] [--data DIR]
+  The embedded stack on this machine, on loopback: the Temporal dev server (scripts/temporal; left
+  running if it already was), a worker (--providers, default .data/providers.yaml, which
+  scripts/main writes) and the API on --api-port (default 8080) with a token file made once in
+  --data (default .data). Prints the API and Web UI URLs and where the JSON logs go; Ctrl-C stops
+  the API, the worker and the dev server it started. Exit 1 if the worker or the API dies.`,
   discovery: `egressctl discovery [--entry E]
   Healthy proxies only, as ip:port with entry and age: what clients of the proxies use.`,
 };
@@ -98,6 +107,7 @@ const commandOptions: Record<string, ParseArgsConfig['options']> = {
   'proxy watch': { until: { type: 'string' }, 'interval-ms': { type: 'string' }, 'watch-ms': { type: 'string' } },
   'hosts check': { providers: { type: 'string' }, entry: { type: 'string' } },
   'image warm': { wait: { type: 'boolean' }, 'wait-ms': { type: 'string' } },
+  dev: { providers: { type: 'string' }, 'api-port': { type: 'string' }, data: { type: 'string' } },
   discovery: { entry: { type: 'string' } },
 };
 
@@ -150,8 +160,18 @@ async function main(argv: string[]): Promise<number> {
   if (output !== 'json' && output !== 'table') throw usage(`--output must be json or table, got ${output}`);
   const json = output === 'json';
   const timeoutMs = positive('timeout-ms', str('timeout-ms'), 30_000)!;
-  const maxArgs = command === 'proxy list' || command === 'discovery' || command === 'hosts check' ? 0 : 1;
+  const maxArgs = ['proxy list', 'discovery', 'hosts check', 'dev'].includes(command) ? 0 : 1;
   if (args.length > maxArgs) throw usage(`unexpected argument ${JSON.stringify(args[maxArgs])}; see --help`);
+
+  if (command === 'dev') {
+    const data = str('data') ?? join(process.cwd(), '.data');
+    return runDev({
+      providers: str('providers') ?? join(data, 'providers.yaml'),
+      dataDir: data,
+      apiPort: positive('api-port', str('api-port'), 8080)!,
+      out,
+    });
+  }
 
   if (command === 'hosts check') {
     const providers = str('providers');

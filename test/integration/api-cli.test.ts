@@ -18,17 +18,32 @@ import type { NativeConnection } from '@temporalio/worker';
 import { PROXY_DELETE_UPDATE, proxyWorkflowId } from '../../shared/proxy.ts';
 import { writeTokens } from '../support/api.ts';
 import type { TestTokens } from '../support/api.ts';
-import { fleetConfig, startFleetWorker } from '../support/fleet.ts';
+import { fleetConfig, startFleetWorker, writeProvidersFile } from '../support/fleet.ts';
+import type { ProvidersConfig } from '../../lib/config/index.ts';
 import type { RunningWorker } from '../support/fleet.ts';
 import { ImageMirror } from '../support/mirror.ts';
 import {
   connectClient,
   connectWorker,
   installTestRuntime,
+  pollUntil,
   PROJECT_ROOT,
   uniqueId,
   withTimeout,
 } from '../support/temporal.ts';
+import net from 'node:net';
+
+/** A TCP port free on 127.0.0.1 right now. */
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+  });
+}
 import { loadTestHosts, TESTHOST_STATE } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -57,6 +72,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
   const entry = `cl${run}`;
   const taskQueue = uniqueId('api-cli');
   let g: string[] = [];
+  let devConfig: ProvidersConfig;
 
   before(async () => {
     installTestRuntime();
@@ -74,6 +90,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
       hosts: [hosts[1] ?? hosts[0]!],
       images: { empty: { url } },
     });
+    devConfig = config;
     worker = await startFleetWorker(connection, client, config, taskQueue);
     tokens = await writeTokens(tmp);
     const child = spawn(
@@ -237,6 +254,51 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
       .map((l) => JSON.parse(l) as { reachable: boolean });
     assert.equal(lines.length, loadTestHosts().length);
     assert.ok(lines.every((l) => l.reachable));
+  });
+
+  test('dev runs a worker and the API on loopback until SIGINT, then stops both (the dev server it found stays)', async () => {
+    const data = await mkdtemp(join(tmp, 'dev-'));
+    const providers = await writeProvidersFile(data, devConfig);
+    const port = await freePort();
+    const child = spawn(EGRESSCTL, ['dev', '--providers', providers, '--api-port', String(port), '--data', data], {
+      cwd: PROJECT_ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    try {
+      await pollUntil(() => Promise.resolve(out.includes('ready.') ? true : undefined), {
+        timeoutMs: 120_000,
+        what: 'egressctl dev to be ready',
+      });
+      assert.match(out, new RegExp(`API: +http://127\\.0\\.0\\.1:${port}`));
+      assert.match(out, /Web UI: +http:\/\/127\.0\.0\.1:\d+/);
+      const ready = await pollUntil(
+        async () => {
+          const r = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined);
+          return r?.status === 200 ? r : undefined;
+        },
+        { timeoutMs: 60_000, intervalMs: 500, what: 'the dev API to be ready (a worker polling)' },
+      );
+      assert.equal(ready.status, 200);
+      const token = (await readFile(join(data, 'api-tokens'), 'utf8'))
+        .split('\n')
+        .find((l) => /^[0-9a-f]{48} admin$/.test(l))!;
+      const list = await fetch(`http://127.0.0.1:${port}/v1/proxies`, {
+        headers: { authorization: `Bearer ${token.split(' ')[0]}` },
+      });
+      assert.equal(list.status, 200);
+    } finally {
+      child.kill('SIGINT');
+    }
+    assert.equal(await withTimeout(exited, 60_000, 'egressctl dev to stop'), 0, out);
+    assert.match(out, /stopped\./);
+    await assert.rejects(fetch(`http://127.0.0.1:${port}/healthz`), 'the API is gone');
+    assert.ok(
+      (await client.workflow.count('WorkflowType = "proxyLifecycle"')).count >= 0,
+      'the shared dev server still answers',
+    );
   });
 
   test('every line the API process wrote is JSON with an RFC 3339 time', () => {
