@@ -48,15 +48,19 @@ const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined):
   Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
 
 /** Activity time from a history: execution (started→closed) and queue wait (scheduled→started), by type. */
-async function whereTimeGoes(client: Client, workflowId: string) {
+async function whereTimeGoes(client: Client, workflowId: string, untilMs = Infinity) {
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const first = ms(history.events?.[0]?.eventTime);
   const scheduled = new Map<string, { type: string; at: number }>();
   const started = new Map<string, number>();
   const out: Record<string, { execMs: number; waitMs: number; count: number }> = {};
   let timersMs = 0;
+  let joinedAt: number | undefined;
+  let imageWaitMs = 0;
   const timerStart = new Map<string, number>();
   for (const e of history.events ?? []) {
     const at = ms(e.eventTime);
+    if (at > untilMs) break;
     const id = String(e.eventId);
     if (e.activityTaskScheduledEventAttributes) {
       scheduled.set(id, { type: e.activityTaskScheduledEventAttributes.activityType?.name ?? '?', at });
@@ -72,13 +76,18 @@ async function whereTimeGoes(client: Client, workflowId: string) {
       const o = (out[s.type] ??= { execMs: 0, waitMs: 0, count: 0 });
       o.execMs += at - (started.get(sid) ?? at);
       o.count += 1;
+      if (s.type === 'joinImage') joinedAt = at;
+    } else if (e.workflowExecutionSignaledEventAttributes?.signalName === 'imageReady' && joinedAt !== undefined) {
+      imageWaitMs += at - joinedAt;
+      joinedAt = undefined;
     } else if (e.timerStartedEventAttributes) {
       timerStart.set(id, at);
     } else if (e.timerFiredEventAttributes) {
       timersMs += at - (timerStart.get(String(e.timerFiredEventAttributes.startedEventId)) ?? at);
     }
   }
-  return { activities: out, timersMs, events: history.events?.length ?? 0 };
+  const spanMs = Math.min(untilMs, ms(history.events?.at(-1)?.eventTime)) - first;
+  return { activities: out, timersMs, imageWaitMs, spanMs, events: history.events?.length ?? 0 };
 }
 
 async function temporalServerPid(): Promise<number | undefined> {
@@ -166,8 +175,25 @@ async function runOnce(client: Client, mirror: ImageMirror, image: Buffer, tmp: 
     }),
   );
   const sample = await Promise.all(
-    names.slice(0, Math.min(5, n)).map((nm) => whereTimeGoes(client, proxyWorkflowId(entry, nm))),
+    names
+      .slice(0, Math.min(5, n))
+      .map((nm) => whereTimeGoes(client, proxyWorkflowId(entry, nm), Date.parse(statuses.get(nm)!.runningSince!))),
   );
+  // Start to Running of the sampled proxies, split: activities executing, activities waiting for a
+  // worker slot, durable timers (boot polls), and the rest (workflow tasks: scheduling, dispatch).
+  const split = sample.map((w) => {
+    const exec = Object.values(w.activities).reduce((a, v) => a + v.execMs, 0);
+    const wait = Object.values(w.activities).reduce((a, v) => a + v.waitMs, 0);
+    const image = w.imageWaitMs;
+    return {
+      total: w.spanMs,
+      exec,
+      wait,
+      timers: w.timersMs,
+      image,
+      other: w.spanMs - exec - wait - w.timersMs - image,
+    };
+  });
   const byType: Record<string, { execMs: number[]; waitMs: number[] }> = {};
   for (const s of sample) {
     for (const [t, v] of Object.entries(s.activities)) {
@@ -211,6 +237,12 @@ async function runOnce(client: Client, mirror: ImageMirror, image: Buffer, tmp: 
       `  ${t.padEnd(16)} exec median ${f(median(v.execMs)).padStart(6)} ms   queue median ${f(median(v.waitMs)).padStart(6)} ms`,
     );
   }
+  console.log(
+    `start→Running of the sample, medians: total ${f(median(split.map((x) => x.total)))} ms = activities executing ` +
+      `${f(median(split.map((x) => x.exec)))} + waiting for a slot ${f(median(split.map((x) => x.wait)))} + timers ` +
+      `${f(median(split.map((x) => x.timers)))} + waiting for the image workflow ${f(median(split.map((x) => x.image)))} + ` +
+      `workflow tasks and dispatch ${f(median(split.map((x) => x.other)))}`,
+  );
   console.log(`delete all: ${f(deleteMs / 1000, 2)} s (${f(n / (deleteMs / 1000), 2)} proxies/s)`);
   console.log(
     `worker RSS: idle ${f(workerIdle.now)} MiB, peak ${f(Math.max(workerPeak, workerEnd.peak))} MiB; Temporal server RSS peak ${serverPid ? `${f(serverPeak)} MiB` : 'unknown (no pid file)'}`,
