@@ -15,21 +15,8 @@ import { dirname, join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { parseProvidersYaml } from '../lib/config/index.ts';
-
-interface Descriptor {
-  name: string;
-  address: string;
-  port: number;
-  user: string;
-  keyPath: string;
-  knownHostsPath: string;
-  socketPath: string;
-  pool: string;
-  network: string;
-  networkCidr: string;
-  domainType: 'kvm' | 'qemu';
-  rootSideAddress: string;
-}
+import { providerHosts } from './testhost-providers.ts';
+import type { TesthostDescriptor } from './testhost-providers.ts';
 
 const { values } = parseArgs({
   options: {
@@ -40,7 +27,7 @@ const { values } = parseArgs({
 });
 
 const index = JSON.parse(readFileSync(join(values.state, 'hosts.json'), 'utf8')) as { hosts: string[] };
-const hosts = index.hosts.map((p) => JSON.parse(readFileSync(p, 'utf8')) as Descriptor);
+const hosts = index.hosts.map((p) => JSON.parse(readFileSync(p, 'utf8')) as TesthostDescriptor);
 if (hosts.length === 0) throw new Error(`no test hosts in ${values.state}: run test/hosts/testhost up`);
 const first = hosts[0]!;
 const target = values.target ?? `${first.rootSideAddress}:8481`;
@@ -49,15 +36,7 @@ const doc = {
     {
       name: 'local',
       type: 'kvm2',
-      hosts: hosts.map((h) => ({
-        name: h.name,
-        address: h.address,
-        port: h.port,
-        user: h.user,
-        keyFile: h.keyPath,
-        knownHostsFile: h.knownHostsPath,
-        socketPath: h.socketPath,
-      })),
+      hosts: providerHosts(hosts),
       storagePool: first.pool,
       network: first.network,
       domainType: first.domainType,

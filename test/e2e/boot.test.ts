@@ -14,7 +14,6 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
-import net from 'node:net';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +35,8 @@ import { sleep, within } from '../support/bounded.ts';
 import { ImageMirror } from '../support/mirror.ts';
 import { hostPath, hostTarget, loadTestHosts } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
+import { startTarget } from '../support/target.ts';
+import type { Target } from '../support/target.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const run = Date.now().toString(36);
@@ -82,36 +83,11 @@ async function buildImage(): Promise<{ path: string; ms: number }> {
   return { path, ms: performance.now() - t0 };
 }
 
-/** A TCP server on `address` that records each peer and closes after a greeting. */
-async function startTarget(address: string): Promise<{ port: number; peers: string[]; close: () => Promise<void> }> {
-  const peers: string[] = [];
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((sock) => {
-    peers.push(sock.remoteAddress ?? '?');
-    sockets.add(sock);
-    sock.once('close', () => sockets.delete(sock));
-    sock.on('error', () => {});
-    sock.end('hello from the e2e target\n');
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, address, () => resolve());
-  });
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    peers,
-    close: async () => {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
-
 describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT', { timeout: 45 * 60_000 }, () => {
   let host: TestHost;
   let links: HostLinks;
   let mirror: ImageMirror;
-  let target: Awaited<ReturnType<typeof startTarget>>;
+  let target: Target;
   let health: Link | undefined;
   let image: EnsuredImage | undefined;
   let guestIp: string | undefined;

@@ -32,7 +32,6 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -56,6 +55,8 @@ import { ImageMirror, sha256Hex } from '../support/mirror.ts';
 import { connectClient, uniqueId } from '../support/temporal.ts';
 import { hostTarget, inHost, loadTestHosts } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
+import { startTarget } from '../support/target.ts';
+import type { Target } from '../support/target.ts';
 
 const pexec = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -96,36 +97,11 @@ async function imagePath(): Promise<string> {
   return path;
 }
 
-/** A TCP target on `address` that records each peer and closes after a greeting. */
-async function startTarget(address: string): Promise<{ port: number; peers: string[]; close: () => Promise<void> }> {
-  const peers: string[] = [];
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((sock) => {
-    peers.push(sock.remoteAddress ?? '?');
-    sockets.add(sock);
-    sock.once('close', () => sockets.delete(sock));
-    sock.on('error', () => {});
-    sock.end('hello from the e2e validation target\n');
-  });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, address, () => resolve());
-  });
-  return {
-    port: (server.address() as net.AddressInfo).port,
-    peers,
-    close: async () => {
-      for (const s of sockets) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-    },
-  };
-}
-
 describe('validation through the workflows: the issue table, measured', { timeout: 30 * 60_000 }, () => {
   let host: TestHost;
   let client: Client;
   let mirror: ImageMirror;
-  let target: Awaited<ReturnType<typeof startTarget>>;
+  let target: Target;
   let links: HostLinks;
   let tmp: string;
   let providersFile: string;
@@ -229,7 +205,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     tmp = await mkdtemp(join(tmpdir(), 'ep-e2e-validation-'));
     client = await connectClient();
     mirror = await ImageMirror.start();
-    target = await startTarget(host.rootSideAddress as string);
+    target = await startTarget(host.rootSideAddress as string, 'hello from the e2e validation target\n');
     links = new HostLinks(hostTarget(host), { defaultTimeoutMs: 30_000 });
     const config = fleetConfig({
       entry,

@@ -16,6 +16,7 @@ import { stringify } from 'yaml';
 import { createActivities } from '../../activities/index.ts';
 import { HostRegistry } from '../../activities/hosts.ts';
 import { parseProvidersYaml } from '../../lib/config/index.ts';
+import { providerHosts } from '../../workers/testhost-providers.ts';
 import type { SshLogger } from '../../lib/ssh/logger.ts';
 import type { ProvidersConfig } from '../../lib/config/index.ts';
 import type { TestHost } from './testhosts.ts';
@@ -39,15 +40,7 @@ export function fleetConfig(o: FleetEntryOptions): ProvidersConfig {
       {
         name: o.entry,
         type: 'kvm2',
-        hosts: o.hosts.map((h) => ({
-          name: h.name,
-          address: h.address,
-          port: h.port,
-          user: h.user,
-          keyFile: h.keyPath,
-          knownHostsFile: h.knownHostsPath,
-          socketPath: h.socketPath,
-        })),
+        hosts: providerHosts(o.hosts),
         storagePool: first.pool,
         network: first.network,
         domainType: first.domainType,

@@ -35,7 +35,7 @@ export interface DeletedProxy {
 }
 
 /** The domain is not running (OPERATION_INVALID) or no longer exists: nothing to stop. */
-export const notRunningOrGone = (err: unknown): boolean =>
+const notRunningOrGone = (err: unknown): boolean =>
   isNotFound(err) || (err instanceof LibvirtError && err.libvirtCode === ErrorNumber.OPERATION_INVALID);
 
 /** libvirt ≥ 5.6 knows CHECKPOINTS_METADATA. */
@@ -59,14 +59,7 @@ export async function deleteProxy(input: DeleteProxyInput): Promise<DeletedProxy
     assertOwned(names.domain, await rpc((c, call) => readOwnerMark(c, d, call)), input.ownerUid, input.entry);
     const grace = input.shutdownGraceMs ?? 0;
     if (grace > 0) await shutdownWithin(rpc, d, grace);
-    await rpc(async (c, call) => {
-      try {
-        await c.domainDestroy(d, 0, call);
-      } catch (err) {
-        // Not running (OPERATION_INVALID) or already gone: nothing to destroy.
-        if (!notRunningOrGone(err)) throw err;
-      }
-    });
+    await destroyIfRunning(rpc, d);
     domainOutcome = await absentOr(() =>
       rpc(async (c, call) => {
         const flags = await undefineFlags(c, call);
@@ -94,6 +87,17 @@ export async function deleteProxy(input: DeleteProxyInput): Promise<DeletedProxy
     );
   };
   return { domain: domainOutcome, overlay: await volume(names.overlayVolume), seed: await volume(names.seedVolume) };
+}
+
+/** Destroys (powers off) the domain; one not running, or already gone, is left as it is. */
+export async function destroyIfRunning(rpc: Rpc, dom: Domain): Promise<void> {
+  await rpc(async (c, call) => {
+    try {
+      await c.domainDestroy(dom, 0, call);
+    } catch (err) {
+      if (!notRunningOrGone(err)) throw err;
+    }
+  });
 }
 
 /** Asks the guest to shut down and polls its state until it is off or `graceMs` passed. */

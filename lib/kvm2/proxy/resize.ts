@@ -9,7 +9,7 @@ import type { HostLinks } from '../../ssh/pool.ts';
 import { Kvm2ResizeError } from '../errors.ts';
 import { rpcOn } from '../rpc.ts';
 import { assertOwned, readOwnerMark } from './adoption-guard.ts';
-import { notRunningOrGone, shutdownWithin } from './delete.ts';
+import { destroyIfRunning, shutdownWithin } from './delete.ts';
 import { proxyObjectNames } from './object-names.ts';
 import type { ProxyIdentity } from './object-names.ts';
 
@@ -54,13 +54,7 @@ export async function resizeProxy(input: ResizeProxyInput): Promise<ResizedProxy
   if (after === before) return { changed: false };
   const grace = input.shutdownGraceMs ?? 0;
   if (grace > 0) await shutdownWithin(rpc, dom, grace);
-  await rpc(async (c, call) => {
-    try {
-      await c.domainDestroy(dom, 0, call);
-    } catch (err) {
-      if (!notRunningOrGone(err)) throw err;
-    }
-  });
+  await destroyIfRunning(rpc, dom);
   const redefined = await rpc((c, call) => c.domainDefineXml(after, 0, call));
   await rpc((c, call) => c.domainCreate(redefined, 0, call));
   return { changed: true };
