@@ -3,8 +3,8 @@
 // retry (on any worker) starts over, replacing the half-written base as debris.
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
-import { ensureImage } from '../lib/kvm2/index.ts';
-import type { ImageProgress } from '../lib/kvm2/index.ts';
+import { ensureImage, findImage } from '../lib/kvm2/index.ts';
+import type { EnsuredImage, ImageProgress } from '../lib/kvm2/index.ts';
 import { IMAGE_JOIN_SIGNAL, IMAGE_PROGRESS_SIGNAL, IMAGE_STATUS_QUERY, IMAGE_WORKFLOW_TYPE } from '../shared/image.ts';
 import type { EnsuredBase, ImageJoin, ImageProgressSignal, ImageStatus, ImageWorkflowInput } from '../shared/image.ts';
 import { mapped, ProxySpecError } from './errors.ts';
@@ -54,6 +54,23 @@ export function imageActivities(registry: HostRegistry, client: Client, taskQueu
       });
     },
 
+    /**
+     * The base when the host's pool already holds it verified, else null (absent, debris, or being
+     * fetched): a few short calls, no download. Proxies ask this first and join the ensure-image
+     * workflow only on a miss, so a warm base costs no workflow round trips.
+     */
+    async findBaseImage(input: ImageWorkflowInput): Promise<EnsuredBase | null> {
+      const ctx = Context.current();
+      return mapped(async () => {
+        const found = await findImage({
+          ...imageSpec(registry, input),
+          signal: ctx.cancellationSignal,
+          logger: activityLogger(ctx),
+        });
+        return found === undefined ? null : baseOf(found);
+      });
+    },
+
     /** Ensures the base on the host: cached, or fetched, verified and published. Heartbeats progress. */
     async ensureBaseImage(input: ImageWorkflowInput & { workflowId: string }): Promise<EnsuredBase> {
       const ctx = Context.current();
@@ -80,21 +97,8 @@ export function imageActivities(registry: HostRegistry, client: Client, taskQueu
       };
       try {
         return await mapped(async () => {
-          const { entry, links } = registry.host(input.entry, input.host);
-          const image = entry.images[input.key];
-          if (!image) throw new Error(`entry ${input.entry} has no image ${input.key}`);
-          const t = entry.timeouts;
           const ensured = await ensureImage({
-            entry: entry.name,
-            pool: entry.storagePool,
-            image: { key: input.key, url: image.url, sha256: image.sha256, format: image.format },
-            links,
-            timeouts: {
-              rpcMs: t.rpcMs,
-              downloadHeadersMs: t.downloadHeadersMs,
-              downloadBodyIdleMs: t.downloadBodyIdleMs,
-              downloadTotalMs: t.downloadTotalMs,
-            },
+            ...imageSpec(registry, input),
             onProgress: (p) => {
               metrics?.uploadBytes.inc(
                 { host: `${input.entry}/${input.host}` },
@@ -111,27 +115,56 @@ export function imageActivities(registry: HostRegistry, client: Client, taskQueu
               }
             },
             signal: ctx.cancellationSignal,
-            logger: {
-              info: (o, m) => {
-                ctx.log.info(m, { ...o });
-              },
-              warn: (o, m) => {
-                ctx.log.warn(m, { ...o });
-              },
-            },
+            logger: activityLogger(ctx),
           });
-          return {
-            volumeName: ensured.volumeName,
-            path: ensured.path,
-            format: ensured.format,
-            sizeBytes: ensured.sizeBytes,
-            sha256: ensured.sha256,
-            cached: ensured.cached,
-          };
+          return baseOf(ensured);
         });
       } finally {
         clearInterval(beat);
       }
     },
+  };
+}
+
+/** The ensure/find input of one (entry, host, key) from the providers file. */
+function imageSpec(registry: HostRegistry, input: ImageWorkflowInput) {
+  const { entry, links } = registry.host(input.entry, input.host);
+  const image = entry.images[input.key];
+  if (!image) throw new ProxySpecError('key', `entry ${input.entry} has no image ${JSON.stringify(input.key)}`);
+  const t = entry.timeouts;
+  return {
+    entry: entry.name,
+    pool: entry.storagePool,
+    image: { key: input.key, url: image.url, sha256: image.sha256, format: image.format },
+    links,
+    timeouts: {
+      rpcMs: t.rpcMs,
+      downloadHeadersMs: t.downloadHeadersMs,
+      downloadBodyIdleMs: t.downloadBodyIdleMs,
+      downloadTotalMs: t.downloadTotalMs,
+    },
+  };
+}
+
+/** The provider's logger hooks, into the activity's log (JSON lines with the activity's context). */
+function activityLogger(ctx: Context): { info(o: object, m: string): void; warn(o: object, m: string): void } {
+  return {
+    info: (o, m) => {
+      ctx.log.info(m, { ...o });
+    },
+    warn: (o, m) => {
+      ctx.log.warn(m, { ...o });
+    },
+  };
+}
+
+function baseOf(e: EnsuredImage): EnsuredBase {
+  return {
+    volumeName: e.volumeName,
+    path: e.path,
+    format: e.format,
+    sizeBytes: e.sizeBytes,
+    sha256: e.sha256,
+    cached: e.cached,
   };
 }

@@ -9,6 +9,7 @@ import {
   allHandlersFinished,
   condition,
   makeContinueAsNewFunc,
+  patched,
   defineQuery,
   defineSignal,
   defineUpdate,
@@ -239,6 +240,19 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
 
   const ensureBase = async (r: ResolvedProxy, host: string): Promise<EnsuredBase> => {
     const workflowId = imageWorkflowId(host, r.entry, r.imageKey);
+    // A base already in the pool is used at once; only a miss joins the ensure-image workflow,
+    // which a burst of proxies would otherwise queue on (runs recorded before this ask nothing).
+    if (patched('find-cached-base-first')) {
+      try {
+        const cached = await rpc.findBaseImage({ entry: r.entry, host, key: r.imageKey });
+        if (cached !== null) return cached;
+      } catch (err) {
+        if (isCancellation(err)) throw err;
+        const f = failureInfo(err);
+        if (f.kind !== 'Transient') throw new ProxyFailed(f.code, f.message);
+        // Transient after its retries: the ensure-image workflow tries again.
+      }
+    }
     for (let attempt = 0; attempt < 3; attempt++) {
       imageResult = undefined;
       waitingOnImage = workflowId;

@@ -10,7 +10,7 @@ export { getProxy, listProxies } from './proxy/inspect.ts';
 export type { GetProxyInput, ProxyStatus, ListedProxy } from './proxy/inspect.ts';
 export type { AddressReading, AddressSourceName } from './proxy/addresses.ts';
 export type { ProxyVmState } from './proxy/vm-state.ts';
-export { ensureImage, PROGRESS_INTERVAL_MS } from './images/ensure.ts';
+export { ensureImage, findImage, PROGRESS_INTERVAL_MS } from './images/ensure.ts';
 export type { EnsureImageInput, EnsuredImage, ImageProgress, ImageSpec, ImageTimeouts } from './images/ensure.ts';
 export { hostHealth, versionString } from './health.ts';
 export type { HostHealth } from './health.ts';

@@ -13,7 +13,7 @@
  */
 import { settled, waitBounded } from '../../wait.ts';
 import { ImageAbortedError, ImageSpecError } from '../errors.ts';
-import { runEnsure } from './fetch.ts';
+import { runEnsure, runLookup } from './fetch.ts';
 import type { EnsuredImage, EnsureImageInput, ImageProgress, Plan } from './types.ts';
 import { SHA256_RE } from './volumes.ts';
 import { checkDurationMs, isHttpUrl } from '../../rules.ts';
@@ -132,6 +132,18 @@ export async function ensureImage(input: EnsureImageInput): Promise<EnsuredImage
     })
     .catch(() => {});
   return join(shared, input, what);
+}
+
+/**
+ * The base image when the pool already has it verified (what `ensureImage` would return as a hit),
+ * else undefined: absent, debris, or a fetch of it running in this process. Never fetches,
+ * deletes or writes anything; a few short calls.
+ */
+export async function findImage(input: Omit<EnsureImageInput, 'onProgress'>): Promise<EnsuredImage | undefined> {
+  const plan = planOf(input);
+  const id = `${input.links.target.name}\u0000${plan.pool}\u0000${plan.volumeName}`;
+  if (inflight.has(id)) return undefined;
+  return runLookup(plan, input.signal, `${input.links.target.name}/${plan.pool}/${plan.volumeName}`);
 }
 
 /**

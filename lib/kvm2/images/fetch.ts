@@ -42,14 +42,36 @@ const QCOW2_MAGIC = Buffer.from([0x51, 0x46, 0x49, 0xfb]); // "QFI\xfb"
  * the base has the recorded capacity; a refusal when the marker records another image; otherwise
  * debris removal and a fetch. `emit` receives progress; `what` labels errors.
  */
-export async function runEnsure(
-  plan: Plan,
-  signal: AbortSignal,
-  emit: (p: ImageProgress) => void,
-  what: string,
-): Promise<EnsuredImage> {
+/** What the pool holds for a plan: the base, its marker and the marker's record. */
+interface Found {
+  pool: StoragePool;
+  base: StorageVol | undefined;
+  marker: StorageVol | undefined;
+  record: ImageMarker | string | undefined;
+}
+
+async function look(ctx: Ctx): Promise<Found> {
+  const { plan } = ctx;
+  const pool = await ctx.rpc((c, o) => c.storagePoolLookupByName(plan.pool, o));
+  const [base, marker] = await Promise.all([
+    lookupVol(ctx.rpc, pool, plan.volumeName),
+    lookupVol(ctx.rpc, pool, plan.markerName),
+  ]);
+  const record = marker === undefined ? undefined : await readMarker(ctx, marker);
+  return { pool, base, marker, record };
+}
+
+/** The verified base when the pool has it (a hit), else undefined; checks the marker against the plan. */
+async function verifiedHit(ctx: Ctx, found: Found): Promise<EnsuredImage | undefined> {
+  const { base, record } = found;
+  if (record === undefined || typeof record === 'string') return undefined;
+  checkAgainstMarker(ctx.plan, record);
+  return base === undefined ? undefined : hit(ctx, base, record);
+}
+
+function contextOf(plan: Plan, signal: AbortSignal, emit: (p: ImageProgress) => void, what: string): Ctx {
   const { links, timeouts } = plan;
-  const ctx: Ctx = {
+  return {
     plan,
     signal,
     what,
@@ -57,17 +79,20 @@ export async function runEnsure(
     rpc: rpcOn(links, { rpcTimeoutMs: timeouts.rpcMs, signal }),
     cleanupRpc: rpcOn(links, { rpcTimeoutMs: timeouts.rpcMs }),
   };
+}
+
+export async function runEnsure(
+  plan: Plan,
+  signal: AbortSignal,
+  emit: (p: ImageProgress) => void,
+  what: string,
+): Promise<EnsuredImage> {
+  const ctx = contextOf(plan, signal, emit, what);
   try {
-    const pool = await ctx.rpc((c, o) => c.storagePoolLookupByName(plan.pool, o));
-    const [base, marker] = await Promise.all([
-      lookupVol(ctx.rpc, pool, plan.volumeName),
-      lookupVol(ctx.rpc, pool, plan.markerName),
-    ]);
-    const record = marker === undefined ? undefined : await readMarker(ctx, marker);
-    if (record !== undefined && typeof record !== 'string') {
-      checkAgainstMarker(plan, record);
-      if (base !== undefined) return await hit(ctx, base, record);
-    }
+    const found = await look(ctx);
+    const cached = await verifiedHit(ctx, found);
+    if (cached !== undefined) return cached;
+    const { base, marker, record } = found;
     // Debris of an interrupted fetch: no marker, an unreadable one, or a marker without its base.
     if (marker !== undefined || base !== undefined) {
       plan.logger?.warn(
@@ -82,13 +107,27 @@ export async function runEnsure(
       if (marker !== undefined) await deleteVol(marker, ctx.rpc);
       if (base !== undefined) await deleteVol(base, ctx.rpc);
     }
-    return await fetchBase(ctx, pool);
+    return await fetchBase(ctx, found.pool);
   } catch (err) {
     if (signal.aborted && !(err instanceof ProjectError && err.kind === 'Permanent')) {
       throw signal.reason instanceof Error ? signal.reason : new ImageAbortedError(`${what}: aborted`, { cause: err });
     }
     throw err;
   }
+}
+
+/**
+ * The verified base when the pool already has it, else undefined (absent, or debris an ensure
+ * would replace); never fetches, deletes or writes. A marker that names another URL or digest is
+ * refused as `ensureImage` refuses it.
+ */
+export async function runLookup(
+  plan: Plan,
+  signal: AbortSignal | undefined,
+  what: string,
+): Promise<EnsuredImage | undefined> {
+  const ctx = contextOf(plan, signal ?? new AbortController().signal, () => undefined, what);
+  return verifiedHit(ctx, await look(ctx));
 }
 
 function debrisReason(record: ImageMarker | string | undefined, base: StorageVol | undefined): string {
