@@ -3,6 +3,12 @@
 // are never retried whatever the preset says.
 import type { ActivityOptions } from '@temporalio/workflow';
 
+/**
+ * A full pool (`InsufficientCapacity`, Transient in the error table) is not retried in place: the
+ * proxy workflow turns it into WaitingForCapacity, with its own backoff and a new placement.
+ */
+export const CAPACITY_ERROR = 'KVM2_INSUFFICIENT_CAPACITY';
+
 /** A short, side-effect-free activity: 10 s per attempt, 5 attempts with backoff up to 10 s. */
 export const QUICK_ACTIVITY = {
   startToCloseTimeout: '10 seconds',
@@ -17,7 +23,13 @@ export const QUICK_ACTIVITY = {
 export const RPC_ACTIVITY = {
   startToCloseTimeout: '5 minutes',
   cancellationType: 'WAIT_CANCELLATION_COMPLETED',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 8 },
+  retry: {
+    initialInterval: '1 second',
+    backoffCoefficient: 2,
+    maximumInterval: '1 minute',
+    maximumAttempts: 8,
+    nonRetryableErrorTypes: [CAPACITY_ERROR],
+  },
 } as const satisfies ActivityOptions;
 
 /**
@@ -45,7 +57,13 @@ export const PROBE_ACTIVITY = {
  */
 export const UPLOAD_ACTIVITY = {
   heartbeatTimeout: '30 seconds',
-  retry: { initialInterval: '2 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5 },
+  retry: {
+    initialInterval: '2 seconds',
+    backoffCoefficient: 2,
+    maximumInterval: '1 minute',
+    maximumAttempts: 5,
+    nonRetryableErrorTypes: [CAPACITY_ERROR],
+  },
 } as const satisfies ActivityOptions;
 
 /** Cleanup (delete, leave): retried with backoff up to 2 minutes, 20 attempts: it must get done. */

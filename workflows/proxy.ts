@@ -6,6 +6,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   CancelledFailure,
+  TemporalFailure,
   allHandlersFinished,
   condition,
   makeContinueAsNewFunc,
@@ -35,7 +36,7 @@ import type {
   ResolvedProxy,
   VmSize,
 } from '../shared/proxy.ts';
-import { CLEANUP_ACTIVITY, POLL_ACTIVITY, PROBE_ACTIVITY, RPC_ACTIVITY } from './activity-options.ts';
+import { CAPACITY_ERROR, CLEANUP_ACTIVITY, POLL_ACTIVITY, PROBE_ACTIVITY, RPC_ACTIVITY } from './activity-options.ts';
 import { failureInfo } from './failures.ts';
 import { upsertProxySearchAttributes } from './search-attributes.ts';
 import {
@@ -91,8 +92,6 @@ class ProxyFailed extends Error {
 
 /** The lifecycle must wait for capacity (pool too small, no reachable host). */
 class NeedCapacity extends Error {}
-
-const CAPACITY_CODE = 'KVM2_INSUFFICIENT_CAPACITY';
 
 export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOutcome> {
   const nowIso = (): string => new Date().toISOString(); // workflow time: replay-safe
@@ -272,7 +271,7 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
       const result = imageResult!;
       if (result.ok) return result.base;
       st = { ...st, lastError: { kind: result.kind, code: result.code, message: result.message, at: nowIso() } };
-      if (result.code === CAPACITY_CODE) throw new NeedCapacity(result.message);
+      if (result.code === CAPACITY_ERROR) throw new NeedCapacity(result.message);
       if (result.kind !== 'Transient') throw new ProxyFailed(result.code, result.message);
     }
     throw new ProxyFailed('IMAGE_UNAVAILABLE', `the base image ${r.imageKey} was not ready after 3 attempts`);
@@ -287,7 +286,7 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
       if (isCancellation(err)) throw err;
       recordError(err);
       const f = failureInfo(err);
-      if (f.code === CAPACITY_CODE) throw new NeedCapacity(f.message);
+      if (f.code === CAPACITY_ERROR) throw new NeedCapacity(f.message);
       throw new ProxyFailed(f.code, f.message);
     }
     startedAtMs = Date.now();
@@ -398,8 +397,18 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
           health: { ...st.health, consecutiveOk: 0 },
         };
         setState('Provisioning', `the VM was ${reading.state}; recreating it on ${host}`);
-        const base = await ensureBase(r, host);
-        await createAndBoot(r, host, base);
+        try {
+          const base = await ensureBase(r, host);
+          await createAndBoot(r, host, base);
+        } catch (err) {
+          if (!(err instanceof NeedCapacity)) throw err;
+          // The host's pool is full: the proxy stays on its host (its address and clients are
+          // there), so it waits and tries again; each try counts as a recreation (VM_LOST after).
+          await compensate(r);
+          setState('WaitingForCapacity', `recreating on ${host}: ${err.message}`);
+          await sleep(capacityBackoffMs(st.recreations - 1));
+          continue;
+        }
         setState('Running');
         missedPolls = 0;
         addressedOnce = false;
@@ -452,7 +461,12 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
     });
   } catch (err) {
     if (err instanceof ProxyFailed) failed = err;
-    else if (!isCancellation(err)) throw err;
+    else if (err instanceof TemporalFailure && !isCancellation(err)) {
+      // An activity that failed for good where no rule expected it (its retries spent): the proxy
+      // fails, after the same cleanup as any failure. (Other errors are bugs: they fail the task.)
+      const f = failureInfo(err);
+      failed = new ProxyFailed(f.code, f.message);
+    } else if (!isCancellation(err)) throw err;
   }
 
   // Deleted, cancelled or failed: clean up without being cancelled ourselves.
@@ -467,10 +481,17 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
     if (failed !== undefined) {
       st = {
         ...st,
-        lastError: st.lastError ?? { kind: 'Permanent', code: failed.code, message: failed.message, at: nowIso() },
+        // The error that failed the proxy, not an older one it recovered from.
+        lastError:
+          st.lastError?.code === failed.code
+            ? st.lastError
+            : { kind: 'Permanent', code: failed.code, message: failed.message, at: nowIso() },
       };
       if (failed.code === 'BOOT_TIMEOUT' && resolved !== undefined && st.host !== undefined) {
-        st = { ...st, consoleTail: await probe.readConsoleTail({ proxy: resolved, host: st.host }) };
+        const consoleTail = await probe
+          .readConsoleTail({ proxy: resolved, host: st.host })
+          .catch((err: unknown) => [`(the console log could not be read: ${failureInfo(err).message})`]);
+        st = { ...st, consoleTail };
       }
       if (resolved !== undefined) await compensate(resolved);
       setState('Failed', failed.message);

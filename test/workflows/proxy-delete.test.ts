@@ -1,0 +1,300 @@
+/**
+ * Deleting a proxy (the `delete` update) in every state, and cancelling its workflow, on the
+ * time-skipping test server with fake activities: the workflow ends Deleted (or Cancelled), the
+ * work in flight is cancelled, and cleanup ran: the image workflow is left when the proxy waited
+ * on it, the VM deleted when something may have been created.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { CancelledFailure } from '@temporalio/common';
+import type { WorkflowHandle } from '@temporalio/client';
+import type { PlacedProxy } from '../../activities/proxy.ts';
+import { IMAGE_STATUS_QUERY, imageWorkflowId } from '../../shared/image.ts';
+import type { ImageResult, ImageStatus } from '../../shared/image.ts';
+import type { DeleteAccepted, ProxyOutcome, ProxyState, ProxyStatus } from '../../shared/proxy.ts';
+import {
+  ENTRY,
+  Fakes,
+  Gate,
+  TEST_TIMEOUT_MS,
+  conditionsOf,
+  WAIT_MS,
+  failureOf,
+  fullSurvey,
+  held,
+  idle,
+  searchAttributes,
+  startEnv,
+  startProxy,
+  status,
+  statusWhen,
+  upsertedStates,
+  withWorker,
+} from './harness.ts';
+import type { ensureImageWorkflow } from '../../workflows/image.ts';
+import type { Env, Started } from './harness.ts';
+import { pollUntil } from '../support/temporal.ts';
+
+let e: Env;
+before(async () => {
+  e = await startEnv();
+});
+after(async () => {
+  await e?.close();
+});
+
+const opts = { timeout: TEST_TIMEOUT_MS };
+
+/**
+ * The image workflow cancels its upload without waiting for it (TRY_CANCEL): the activity hears
+ * of it on its next heartbeat, shortly after the workflow ended.
+ */
+async function seen(flag: () => boolean, what: string): Promise<void> {
+  await pollUntil(() => Promise.resolve(flag() ? true : undefined), { timeoutMs: WAIT_MS, intervalMs: 20, what });
+}
+
+/** Sends `delete`, checks the state it was accepted in, and waits for the Deleted outcome. */
+async function deleteProxy(
+  h: Started['handle'],
+  from: ProxyState,
+): Promise<{ outcome: ProxyOutcome; end: ProxyStatus }> {
+  const accepted = await h.executeUpdate<DeleteAccepted, []>('delete');
+  assert.deepEqual(accepted, { accepted: true, fromState: from });
+  const outcome = await h.result();
+  assert.equal(outcome.state, 'Deleted');
+  const end = await status(h);
+  assert.equal(end.state, 'Deleted');
+  assert.ok(end.deletedAt);
+  assert.equal(end.ip, undefined);
+  assert.equal((await searchAttributes(h))['ProxyState'], 'Deleted');
+  const states = await upsertedStates(h);
+  assert.deepEqual(states.slice(-2), ['Deleting', 'Deleted']);
+  return { outcome, end };
+}
+
+void describe('delete during every state', () => {
+  void test('Pending (resolve in flight): the resolve is cancelled; nothing to delete', opts, async () => {
+    const f = new Fakes(e);
+    const gate = new Gate();
+    let cancelled = false;
+    f.resolve = async () => {
+      await held(gate, () => (cancelled = true));
+      throw new Error('unreachable: the gate never opens');
+    };
+    const started: WorkflowHandle[] = [];
+    await withWorker(
+      e,
+      f.activities(),
+      async (tq) => {
+        f.taskQueue = tq;
+        const { handle: h } = await startProxy(e, tq, started);
+        await statusWhen(h, (s) => s.state === 'Pending' && f.count('resolveProxy') === 1, 'Pending');
+        const { outcome } = await deleteProxy(h, 'Pending');
+        assert.equal(outcome.deleted, undefined);
+        assert.ok(cancelled, 'the resolve activity saw its cancellation');
+        assert.deepEqual(f.sequence(), ['resolveProxy']);
+      },
+      started,
+    );
+  });
+
+  void test('WaitingForCapacity: ends Deleted at once; no create, no delete', opts, async () => {
+    const f = new Fakes(e);
+    f.survey = () => fullSurvey();
+    const started: WorkflowHandle[] = [];
+    await withWorker(
+      e,
+      f.activities(),
+      async (tq) => {
+        f.taskQueue = tq;
+        const { handle: h } = await startProxy(e, tq, started);
+        await idle(h, 'the capacity backoff', (s) => s.state === 'WaitingForCapacity');
+        const { outcome } = await deleteProxy(h, 'WaitingForCapacity');
+        assert.equal(outcome.deleted, undefined);
+        assert.equal(f.count('createProxyVm'), 0);
+        assert.equal(f.count('deleteProxyVm'), 0);
+        assert.equal(f.count('joinImage'), 0);
+      },
+      started,
+    );
+  });
+
+  void test(
+    'Provisioning, waiting on the image: the proxy leaves the image workflow, whose upload is aborted',
+    opts,
+    async () => {
+      const f = new Fakes(e);
+      const gate = new Gate();
+      let uploadCancelled = false;
+      f.ensureBase = async () => {
+        await held(gate, () => (uploadCancelled = true));
+        throw new Error('unreachable: the gate never opens');
+      };
+      const started: WorkflowHandle[] = [];
+      await withWorker(
+        e,
+        f.activities(),
+        async (tq) => {
+          f.taskQueue = tq;
+          const { handle: h, imageKey } = await startProxy(e, tq, started);
+          const imageId = imageWorkflowId('h2', ENTRY, imageKey);
+          const prov = await statusWhen(
+            h,
+            (s) => s.state === 'Provisioning' && f.count('ensureBaseImage') === 1,
+            'Provisioning, waiting on the image',
+          );
+          assert.equal(prov.image?.workflowId, imageId);
+          const image = e.env.client.workflow.getHandle<typeof ensureImageWorkflow>(imageId);
+          assert.deepEqual((await image.query<ImageStatus>(IMAGE_STATUS_QUERY)).waiters, [h.workflowId]);
+
+          await deleteProxy(h, 'Provisioning');
+          assert.equal(f.count('deleteProxyVm'), 0, 'nothing was created');
+          const result: ImageResult = await image.result();
+          assert.deepEqual(result, {
+            ok: false,
+            kind: 'Transient',
+            code: 'IMAGE_ABANDONED',
+            message: 'every waiter left',
+          });
+          assert.deepEqual((await image.query<ImageStatus>(IMAGE_STATUS_QUERY)).waiters, []);
+          await seen(() => uploadCancelled, 'the upload activity to see its cancellation');
+        },
+        started,
+      );
+    },
+  );
+
+  void test('Provisioning, create in flight: the create is cancelled, then the VM is deleted', opts, async () => {
+    const f = new Fakes(e);
+    const gate = new Gate();
+    let createCancelled = false;
+    f.create = async () => {
+      await held(gate, () => (createCancelled = true));
+      throw new Error('unreachable: the gate never opens');
+    };
+    const started: WorkflowHandle[] = [];
+    await withWorker(
+      e,
+      f.activities(),
+      async (tq) => {
+        f.taskQueue = tq;
+        const { handle: h, name } = await startProxy(e, tq, started);
+        await statusWhen(h, (s) => s.state === 'Provisioning' && f.count('createProxyVm') === 1, 'create in flight');
+        const { outcome } = await deleteProxy(h, 'Provisioning');
+        assert.ok(createCancelled, 'the create activity saw its cancellation');
+        const deletes = f.of<PlacedProxy>('deleteProxyVm');
+        assert.deepEqual(
+          deletes.map((d) => [d.host, d.proxy.name]),
+          [['h2', name]],
+        );
+        assert.equal(outcome.host, 'h2');
+        assert.ok(outcome.deleted);
+      },
+      started,
+    );
+  });
+
+  void test('Booting: the VM is deleted', opts, async () => {
+    const f = new Fakes(e);
+    f.read = () => ({ state: 'Provisioning' });
+    const started: WorkflowHandle[] = [];
+    await withWorker(
+      e,
+      f.activities(),
+      async (tq) => {
+        f.taskQueue = tq;
+        const { handle: h } = await startProxy(e, tq, started);
+        await idle(h, 'a boot poll', (s) => s.state === 'Booting');
+        await deleteProxy(h, 'Booting');
+        assert.deepEqual(
+          f.of<PlacedProxy>('deleteProxyVm').map((d) => d.host),
+          ['h2'],
+        );
+      },
+      started,
+    );
+  });
+
+  void test('Running: the VM is deleted', opts, async () => {
+    const f = new Fakes(e);
+    const started: WorkflowHandle[] = [];
+    await withWorker(
+      e,
+      f.activities(),
+      async (tq) => {
+        f.taskQueue = tq;
+        const { handle: h } = await startProxy(e, tq, started);
+        await idle(h, 'the health loop');
+        const { end } = await deleteProxy(h, 'Running');
+        for (const c of conditionsOf(end)) assert.equal(c.reason, 'Deleted');
+        assert.deepEqual(
+          f.of<PlacedProxy>('deleteProxyVm').map((d) => d.host),
+          ['h2'],
+        );
+      },
+      started,
+    );
+  });
+});
+
+void describe('workflow cancellation', () => {
+  void test(
+    'cancel mid-image-wait: ends Cancelled; the image workflow is left and its upload aborted',
+    opts,
+    async () => {
+      const f = new Fakes(e);
+      const gate = new Gate();
+      let uploadCancelled = false;
+      f.ensureBase = async () => {
+        await held(gate, () => (uploadCancelled = true));
+        throw new Error('unreachable: the gate never opens');
+      };
+      const started: WorkflowHandle[] = [];
+      await withWorker(
+        e,
+        f.activities(),
+        async (tq) => {
+          f.taskQueue = tq;
+          const { handle: h, imageKey } = await startProxy(e, tq, started);
+          await statusWhen(h, (s) => s.state === 'Provisioning' && f.count('ensureBaseImage') === 1, 'image wait');
+          await h.cancel();
+          const err = await failureOf(h.result());
+          assert.ok(err.cause instanceof CancelledFailure, `ended with ${String(err.cause)}`);
+          assert.equal((await h.describe()).status.name, 'CANCELLED');
+          const image = e.env.client.workflow.getHandle<typeof ensureImageWorkflow>(
+            imageWorkflowId('h2', ENTRY, imageKey),
+          );
+          const result: ImageResult = await image.result();
+          assert.equal(result.ok, false);
+          assert.equal(!result.ok && result.code, 'IMAGE_ABANDONED');
+          await seen(() => uploadCancelled, 'the upload activity to see its cancellation');
+          assert.equal(f.count('deleteProxyVm'), 0, 'nothing was created');
+          assert.equal((await status(h)).state, 'Deleted');
+        },
+        started,
+      );
+    },
+  );
+
+  void test('cancel while Running: ends Cancelled after deleting the VM', opts, async () => {
+    const f = new Fakes(e);
+    const started: WorkflowHandle[] = [];
+    await withWorker(
+      e,
+      f.activities(),
+      async (tq) => {
+        f.taskQueue = tq;
+        const { handle: h } = await startProxy(e, tq, started);
+        await idle(h, 'the health loop');
+        await h.cancel();
+        const err = await failureOf(h.result());
+        assert.ok(err.cause instanceof CancelledFailure);
+        assert.deepEqual(
+          f.of<PlacedProxy>('deleteProxyVm').map((d) => d.host),
+          ['h2'],
+        );
+      },
+      started,
+    );
+  });
+});
