@@ -1,0 +1,107 @@
+/**
+ * Diagnostic: one upload by our client over SSH (as bench/upload-ssh-once.ts) with a timeline
+ * sampled every `--sample-ms`: bytes handed to the transport, the SSH channel's send window, the
+ * TCP socket's queued bytes, and event-loop utilisation. Prints phase times (dial, stream open,
+ * last byte handed over, finish confirmed) and where the time went: waiting for SSH window
+ * (window 0), waiting on TCP (bytes queued in the socket), or neither (our loop or the source).
+ *
+ *   node bench/upload-trace.ts --vol NAME --file PATH [--host 0] [--chunk BYTES] [--read-bytes BYTES]
+ *       [--sample-ms 10] [--timeline out.tsv] [--stock-ssh2]
+ */
+import { statSync, writeFileSync } from 'node:fs';
+import { performance, PerformanceObserver } from 'node:perf_hooks';
+import { parseArgs } from 'node:util';
+import { LibvirtClient } from '../lib/libvirt/client.ts';
+import { dialSsh } from '../lib/ssh/dial.ts';
+import { hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
+import { fileChunks } from './file-chunks.ts';
+
+const { values } = parseArgs({
+  options: {
+    host: { type: 'string', default: '0' },
+    vol: { type: 'string' },
+    file: { type: 'string' },
+    chunk: { type: 'string', default: String(256 * 1024) },
+    'read-bytes': { type: 'string', default: String(256 * 1024) },
+    'sample-ms': { type: 'string', default: '10' },
+    timeline: { type: 'string' },
+    'stock-ssh2': { type: 'boolean', default: false },
+  },
+});
+const h = loadTestHosts()[Number(values.host)]!;
+const target = hostTarget(h);
+const t0 = performance.now();
+const ms = (): number => performance.now() - t0;
+const session = await dialSsh(target, {
+  ciphers: ['aes128-gcm@openssh.com'],
+  stockSsh2Writes: values['stock-ssh2'],
+});
+const duplex = await session.openStreamLocal(target.socketPath);
+const client = await LibvirtClient.connect(duplex, { label: 'trace' });
+const tDial = ms();
+const pool = await client.storagePoolLookupByName(h.pool);
+const vol = await client.storageVolLookupByName(pool, values.vol!);
+// ssh2 internals, read only: the channel's send window and the TCP socket's queue.
+const channel = duplex as unknown as {
+  outgoing: { window: number; packetSize: number };
+  _client: { _sock: { writableLength: number } };
+};
+const sock = channel._client._sock;
+let bytes = 0;
+const rows: string[] = [];
+let elu0 = performance.eventLoopUtilization();
+let windowZero = 0;
+let tcpQueued = 0;
+let neither = 0;
+let samples = 0;
+let tFirst = 0;
+const sampleMs = Number(values['sample-ms']);
+const sampler = setInterval(() => {
+  const elu = performance.eventLoopUtilization(elu0);
+  elu0 = performance.eventLoopUtilization();
+  const w = channel.outgoing.window;
+  const q = sock.writableLength;
+  if (bytes > 0) {
+    samples++;
+    if (w === 0) windowZero++;
+    else if (q > 0) tcpQueued++;
+    else neither++;
+  }
+  rows.push(`${ms().toFixed(1)}\t${bytes}\t${w}\t${q}\t${elu.utilization.toFixed(2)}`);
+}, sampleMs);
+let gcCount = 0;
+new PerformanceObserver((list) => (gcCount += list.getEntries().length)).observe({ entryTypes: ['gc'] });
+const cpu0 = process.cpuUsage();
+const size = statSync(values.file!).size;
+let tLast = 0;
+const tOpen0 = ms();
+await client.storageVolUpload(vol, fileChunks(values.file!, Number(values['read-bytes'])), {
+  chunkBytes: Number(values.chunk),
+  onProgress: (p) => {
+    if (bytes === 0) tFirst = ms();
+    bytes = p.bytes;
+    if (bytes === size) tLast = ms();
+  },
+});
+const tDone = ms();
+clearInterval(sampler);
+const cpu = process.cpuUsage(cpu0);
+await client.close();
+session.kill(new Error('done'));
+if (values.timeline) writeFileSync(values.timeline, 'ms\tbytes\twindow\ttcp_queued\telu\n' + rows.join('\n') + '\n');
+const pct = (n: number): string => `${((100 * n) / Math.max(1, samples)).toFixed(0)}%`;
+console.log(
+  JSON.stringify({
+    dialMs: +tDial.toFixed(0),
+    openToFirstByteMs: +(tFirst - tOpen0).toFixed(0),
+    sendMs: +(tLast - tFirst).toFixed(0),
+    lastByteToConfirmMs: +(tDone - tLast).toFixed(0),
+    totalMs: +tDone.toFixed(0),
+    cpuS: +((cpu.user + cpu.system) / 1e6).toFixed(2),
+    windowZero: pct(windowZero),
+    tcpQueued: pct(tcpQueued),
+    neither: pct(neither),
+    packetPool: session.packetPool?.stats,
+    gc: gcCount,
+  }),
+);
