@@ -19,6 +19,7 @@ const { values } = parseArgs({
     file: { type: 'string' },
     chunk: { type: 'string', default: String(256 * 1024) },
     'read-bytes': { type: 'string', default: String(256 * 1024) },
+    source: { type: 'string', default: 'sync' },
   },
 });
 for (const k of ['socket', 'pool', 'vol', 'file'] as const) {
@@ -38,9 +39,13 @@ const client = await LibvirtClient.connect(sock);
 const pool = await client.storagePoolLookupByName(values.pool!);
 const vol = await client.storageVolLookupByName(pool, values.vol!);
 const size = statSync(values.file!).size;
-const res = await client.storageVolUpload(vol, fileChunks(values.file!, Number(values['read-bytes'])), {
-  chunkBytes: Number(values.chunk),
-});
+const res = await client.storageVolUpload(
+  vol,
+  fileChunks(values.file!, Number(values['read-bytes']), values.source === 'async' ? 'async' : 'sync'),
+  {
+    chunkBytes: Number(values.chunk),
+  },
+);
 const seconds = (performance.now() - started) / 1000;
 const cpu = process.cpuUsage(cpu0);
 clearInterval(sampler);

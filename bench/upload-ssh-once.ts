@@ -21,6 +21,7 @@ const { values } = parseArgs({
     file: { type: 'string' },
     chunk: { type: 'string', default: String(256 * 1024) },
     'read-bytes': { type: 'string', default: String(256 * 1024) },
+    source: { type: 'string', default: 'sync' },
     cipher: { type: 'string', default: 'aes128-gcm@openssh.com' },
     'stock-ssh2': { type: 'boolean', default: false },
   },
@@ -46,9 +47,13 @@ const link = await links.dedicated('bulk');
 const pool = await link.client.storagePoolLookupByName(h.pool);
 const vol = await link.client.storageVolLookupByName(pool, values.vol!);
 const size = statSync(values.file!).size;
-const res = await link.client.storageVolUpload(vol, fileChunks(values.file!, Number(values['read-bytes'])), {
-  chunkBytes: Number(values.chunk),
-});
+const res = await link.client.storageVolUpload(
+  vol,
+  fileChunks(values.file!, Number(values['read-bytes']), values.source === 'async' ? 'async' : 'sync'),
+  {
+    chunkBytes: Number(values.chunk),
+  },
+);
 const seconds = (performance.now() - started) / 1000;
 const cpu = process.cpuUsage(cpu0);
 clearInterval(sampler);

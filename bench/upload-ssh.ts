@@ -24,7 +24,7 @@
  *
  *   node bench/upload-ssh.ts [--size-mib 400] [--rounds 5] [--host 0] [--chunks 262144]
  *       [--ciphers aes128-gcm@openssh.com] [--read-bytes 262144] [--only ours,virsh,pipes,local]
- *       [--stock-ssh2] [--node-flags '--max-semi-space-size=16'] [--blackhole] [--blackhole-only]
+ *       [--stock-ssh2] [--source sync|async] [--node-flags '--max-semi-space-size=16'] [--blackhole] [--blackhole-only]
  *       [--virsh-timeout-s 90] [--max-load 1.0] [--json out.json]
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -62,6 +62,7 @@ const { values } = parseArgs({
     json: { type: 'string' },
     only: { type: 'string' },
     'stock-ssh2': { type: 'boolean', default: false },
+    source: { type: 'string', default: 'sync' },
     'node-flags': { type: 'string', default: '' },
   },
 });
@@ -248,6 +249,8 @@ function throughput(file: string): void {
       String(chunks[0]),
       '--read-bytes',
       values['read-bytes'],
+      '--source',
+      values.source,
     ]);
     const r = JSON.parse(t.stdout) as OnceResult;
     record(OURS_LOCAL, true, 'local', {

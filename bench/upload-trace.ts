@@ -6,14 +6,19 @@
  * (window 0), waiting on TCP (bytes queued in the socket), or neither (our loop or the source).
  *
  *   node bench/upload-trace.ts --vol NAME --file PATH [--host 0] [--chunk BYTES] [--read-bytes BYTES]
- *       [--sample-ms 10] [--timeline out.tsv] [--stock-ssh2]
+ *       [--sample-ms 10] [--timeline out.tsv] [--stock-ssh2] [--local]
+ *
+ * With `--local` it uploads over the host's unix socket instead (no SSH window; the queue is the
+ * unix socket's).
  */
 import { statSync, writeFileSync } from 'node:fs';
 import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { LibvirtClient } from '../lib/libvirt/client.ts';
 import { dialSsh } from '../lib/ssh/dial.ts';
-import { hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
+import type { SshSession } from '../lib/ssh/session.ts';
+import type { Duplex } from 'node:stream';
+import { connectLocalSocket, hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
 import { fileChunks } from './file-chunks.ts';
 
 const { values } = parseArgs({
@@ -23,30 +28,41 @@ const { values } = parseArgs({
     file: { type: 'string' },
     chunk: { type: 'string', default: String(256 * 1024) },
     'read-bytes': { type: 'string', default: String(256 * 1024) },
+    source: { type: 'string', default: 'sync' },
     'sample-ms': { type: 'string', default: '10' },
     timeline: { type: 'string' },
     'stock-ssh2': { type: 'boolean', default: false },
+    local: { type: 'boolean', default: false },
   },
 });
 const h = loadTestHosts()[Number(values.host)]!;
 const target = hostTarget(h);
 const t0 = performance.now();
 const ms = (): number => performance.now() - t0;
-const session = await dialSsh(target, {
-  ciphers: ['aes128-gcm@openssh.com'],
-  stockSsh2Writes: values['stock-ssh2'],
-});
-const duplex = await session.openStreamLocal(target.socketPath);
+let session: SshSession | undefined;
+let duplex: Duplex;
+if (values.local) {
+  duplex = await connectLocalSocket(h);
+} else {
+  session = await dialSsh(target, {
+    ciphers: ['aes128-gcm@openssh.com'],
+    stockSsh2Writes: values['stock-ssh2'],
+  });
+  duplex = await session.openStreamLocal(target.socketPath);
+}
 const client = await LibvirtClient.connect(duplex, { label: 'trace' });
 const tDial = ms();
 const pool = await client.storagePoolLookupByName(h.pool);
 const vol = await client.storageVolLookupByName(pool, values.vol!);
-// ssh2 internals, read only: the channel's send window and the TCP socket's queue.
+// ssh2 internals, read only: the channel's send window and the TCP socket's queue. Locally there
+// is no window, and the queue is the unix socket's.
 const channel = duplex as unknown as {
-  outgoing: { window: number; packetSize: number };
-  _client: { _sock: { writableLength: number } };
+  outgoing?: { window: number };
+  _client?: { _sock: { writableLength: number } };
+  writableLength: number;
 };
-const sock = channel._client._sock;
+const window = (): number => channel.outgoing?.window ?? 1;
+const sock = channel._client?._sock ?? channel;
 let bytes = 0;
 const rows: string[] = [];
 let elu0 = performance.eventLoopUtilization();
@@ -59,7 +75,7 @@ const sampleMs = Number(values['sample-ms']);
 const sampler = setInterval(() => {
   const elu = performance.eventLoopUtilization(elu0);
   elu0 = performance.eventLoopUtilization();
-  const w = channel.outgoing.window;
+  const w = window();
   const q = sock.writableLength;
   if (bytes > 0) {
     samples++;
@@ -75,19 +91,23 @@ const cpu0 = process.cpuUsage();
 const size = statSync(values.file!).size;
 let tLast = 0;
 const tOpen0 = ms();
-await client.storageVolUpload(vol, fileChunks(values.file!, Number(values['read-bytes'])), {
-  chunkBytes: Number(values.chunk),
-  onProgress: (p) => {
-    if (bytes === 0) tFirst = ms();
-    bytes = p.bytes;
-    if (bytes === size) tLast = ms();
+await client.storageVolUpload(
+  vol,
+  fileChunks(values.file!, Number(values['read-bytes']), values.source === 'async' ? 'async' : 'sync'),
+  {
+    chunkBytes: Number(values.chunk),
+    onProgress: (p) => {
+      if (bytes === 0) tFirst = ms();
+      bytes = p.bytes;
+      if (bytes === size) tLast = ms();
+    },
   },
-});
+);
 const tDone = ms();
 clearInterval(sampler);
 const cpu = process.cpuUsage(cpu0);
 await client.close();
-session.kill(new Error('done'));
+session?.kill(new Error('done'));
 if (values.timeline) writeFileSync(values.timeline, 'ms\tbytes\twindow\ttcp_queued\telu\n' + rows.join('\n') + '\n');
 const pct = (n: number): string => `${((100 * n) / Math.max(1, samples)).toFixed(0)}%`;
 console.log(
@@ -101,7 +121,7 @@ console.log(
     windowZero: pct(windowZero),
     tcpQueued: pct(tcpQueued),
     neither: pct(neither),
-    packetPool: session.packetPool?.stats,
+    packetPool: session?.packetPool?.stats,
     gc: gcCount,
   }),
 );
