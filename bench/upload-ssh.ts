@@ -216,6 +216,8 @@ function throughput(file: string): void {
         String(chunk),
         '--read-bytes',
         values['read-bytes'],
+        '--source',
+        values.source,
         '--cipher',
         cipher,
         ...(stock ? ['--stock-ssh2'] : []),
