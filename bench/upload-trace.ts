@@ -6,18 +6,21 @@
  * (window 0), waiting on TCP (bytes queued in the socket), or neither (our loop or the source).
  *
  *   node bench/upload-trace.ts --vol NAME --file PATH [--host 0] [--chunk BYTES] [--read-bytes BYTES]
- *       [--sample-ms 10] [--timeline out.tsv] [--stock-ssh2] [--local]
+ *       [--sample-ms 10] [--timeline out.tsv] [--stock-ssh2] [--local] [--pin-self CPUS] [--pin-sshd CPUS]
  *
  * With `--local` it uploads over the host's unix socket instead (no SSH window; the queue is the
- * unix socket's).
+ * unix socket's). `--pin-self` and `--pin-sshd` set the CPU affinity (taskset) of this process and
+ * of this connection's sshd processes on the host (only those: never the listener or libvirtd).
  */
-import { statSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { LibvirtClient } from '../lib/libvirt/client.ts';
 import { dialSsh } from '../lib/ssh/dial.ts';
 import type { SshSession } from '../lib/ssh/session.ts';
 import type { Duplex } from 'node:stream';
+import { sshdPidsFor } from '../test/support/host-faults.ts';
 import { connectLocalSocket, hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
 import { fileChunks } from './file-chunks.ts';
 
@@ -33,6 +36,8 @@ const { values } = parseArgs({
     timeline: { type: 'string' },
     'stock-ssh2': { type: 'boolean', default: false },
     local: { type: 'boolean', default: false },
+    'pin-self': { type: 'string' },
+    'pin-sshd': { type: 'string' },
   },
 });
 const h = loadTestHosts()[Number(values.host)]!;
@@ -51,6 +56,28 @@ if (values.local) {
   duplex = await session.openStreamLocal(target.socketPath);
 }
 const client = await LibvirtClient.connect(duplex, { label: 'trace' });
+// The sshd processes of this connection only (never the listener), for their CPU time and pinning.
+const sshdPids =
+  session === undefined
+    ? []
+    : await sshdPidsFor(
+        h,
+        (duplex as unknown as { _client: { _sock: { localPort: number } } })._client._sock.localPort,
+      );
+if (values['pin-self'] !== undefined) execFileSync('taskset', ['-a', '-pc', values['pin-self'], String(process.pid)]);
+if (values['pin-sshd'] !== undefined) {
+  for (const pid of sshdPids) execFileSync('taskset', ['-a', '-pc', values['pin-sshd'], String(pid)]);
+}
+/** User+system CPU seconds of `pid` so far (from /proc). */
+const cpuOfPid = (pid: number): number => {
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return NaN;
+  }
+};
+const sshdCpu0 = sshdPids.reduce((a, p) => a + cpuOfPid(p), 0);
 const tDial = ms();
 const pool = await client.storagePoolLookupByName(h.pool);
 const vol = await client.storageVolLookupByName(pool, values.vol!);
@@ -104,6 +131,7 @@ await client.storageVolUpload(
   },
 );
 const tDone = ms();
+const sshdCpuS = sshdPids.reduce((a, p) => a + cpuOfPid(p), 0) - sshdCpu0;
 clearInterval(sampler);
 const cpu = process.cpuUsage(cpu0);
 await client.close();
@@ -118,6 +146,7 @@ console.log(
     lastByteToConfirmMs: +(tDone - tLast).toFixed(0),
     totalMs: +tDone.toFixed(0),
     cpuS: +((cpu.user + cpu.system) / 1e6).toFixed(2),
+    sshdCpuS: +sshdCpuS.toFixed(2),
     windowZero: pct(windowZero),
     tcpQueued: pct(tcpQueued),
     neither: pct(neither),
