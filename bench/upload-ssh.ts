@@ -24,12 +24,12 @@
  *
  *   node bench/upload-ssh.ts [--size-mib 400] [--rounds 5] [--host 0] [--chunks 262144]
  *       [--ciphers aes128-gcm@openssh.com] [--read-bytes 262144] [--only ours,virsh,pipes,local]
- *       [--stock-ssh2] [--source sync|async] [--node-flags '--max-semi-space-size=16'] [--blackhole] [--blackhole-only]
+ *       [--stock-ssh2] [--source sync|async] [--compile-cache] [--node-flags '--max-semi-space-size=16'] [--blackhole] [--blackhole-only]
  *       [--virsh-timeout-s 90] [--max-load 1.0] [--json out.json]
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createReadStream, createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -64,6 +64,7 @@ const { values } = parseArgs({
     'stock-ssh2': { type: 'boolean', default: false },
     source: { type: 'string', default: 'sync' },
     'node-flags': { type: 'string', default: '' },
+    'compile-cache': { type: 'boolean', default: false },
   },
 });
 const MiB = 1024 * 1024;
@@ -78,6 +79,16 @@ const virshUri = String(host.virshUri);
 const sshConfig = String(host.sshConfigPath);
 const GCM = 'aes128-gcm@openssh.com';
 const nodeFlags = values['node-flags'].split(' ').filter(Boolean);
+/**
+ * Our children's environment: with --compile-cache, Node's compile cache (which also keeps the
+ * stripped TypeScript) in a directory of this run, warmed by the first upload.
+ */
+const compileCacheDir = values['compile-cache'] ? mkdtempSync(join(tmpdir(), 'ep-bench-ncc-')) : undefined;
+const oursEnv: NodeJS.ProcessEnv =
+  compileCacheDir === undefined ? process.env : { ...process.env, NODE_COMPILE_CACHE: compileCacheDir };
+process.on('exit', () => {
+  if (compileCacheDir !== undefined) rmSync(compileCacheDir, { recursive: true, force: true });
+});
 
 function sh(argv: string[], timeoutMs = 600_000): { stdout: string; stderr: string } {
   const r = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', maxBuffer: 64 * MiB, timeout: timeoutMs });
@@ -135,9 +146,13 @@ function sleep(ms: number): Promise<void> {
 }
 
 /** Runs `argv` under GNU time: wall seconds, user+system CPU seconds (children included), peak RSS. */
-function timed(argv: string[]): { secs: number; cpu: number; maxRssKiB: number; stdout: string } {
+function timed(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): { secs: number; cpu: number; maxRssKiB: number; stdout: string } {
   const t0 = performance.now();
   const r = spawnSync('/usr/bin/time', ['-f', 'EPTIME %U %S %M', ...argv], {
+    env,
     encoding: 'utf8',
     maxBuffer: 64 * MiB,
     timeout: 600_000,
@@ -202,26 +217,29 @@ function throughput(file: string): void {
     (chunk: number, cipher: string, stock = false) =>
     (): void => {
       freshVol(vol);
-      const t = timed([
-        process.execPath,
-        ...nodeFlags,
-        join(here, 'upload-ssh-once.ts'),
-        '--host',
-        String(hostIndex),
-        '--vol',
-        vol,
-        '--file',
-        file,
-        '--chunk',
-        String(chunk),
-        '--read-bytes',
-        values['read-bytes'],
-        '--source',
-        values.source,
-        '--cipher',
-        cipher,
-        ...(stock ? ['--stock-ssh2'] : []),
-      ]);
+      const t = timed(
+        [
+          process.execPath,
+          ...nodeFlags,
+          join(here, 'upload-ssh-once.ts'),
+          '--host',
+          String(hostIndex),
+          '--vol',
+          vol,
+          '--file',
+          file,
+          '--chunk',
+          String(chunk),
+          '--read-bytes',
+          values['read-bytes'],
+          '--source',
+          values.source,
+          '--cipher',
+          cipher,
+          ...(stock ? ['--stock-ssh2'] : []),
+        ],
+        oursEnv,
+      );
       const r = JSON.parse(t.stdout) as OnceResult;
       if (r.cipher !== cipher) throw new Error(`negotiated ${String(r.cipher)}, asked for ${cipher}`);
       record(oursKey(chunk, cipher, stock), true, 'ssh', {
@@ -235,25 +253,28 @@ function throughput(file: string): void {
     };
   const oursLocal = (): void => {
     freshVol(vol);
-    const t = timed([
-      process.execPath,
-      ...nodeFlags,
-      join(here, 'upload-once.ts'),
-      '--socket',
-      localSocketPath(host),
-      '--pool',
-      host.pool,
-      '--vol',
-      vol,
-      '--file',
-      file,
-      '--chunk',
-      String(chunks[0]),
-      '--read-bytes',
-      values['read-bytes'],
-      '--source',
-      values.source,
-    ]);
+    const t = timed(
+      [
+        process.execPath,
+        ...nodeFlags,
+        join(here, 'upload-once.ts'),
+        '--socket',
+        localSocketPath(host),
+        '--pool',
+        host.pool,
+        '--vol',
+        vol,
+        '--file',
+        file,
+        '--chunk',
+        String(chunks[0]),
+        '--read-bytes',
+        values['read-bytes'],
+        '--source',
+        values.source,
+      ],
+      oursEnv,
+    );
     const r = JSON.parse(t.stdout) as OnceResult;
     record(OURS_LOCAL, true, 'local', {
       wholeS: t.secs,
@@ -302,6 +323,12 @@ function throughput(file: string): void {
         ]
       : []),
   ];
+  if (compileCacheDir !== undefined) {
+    // Fill the cache: each child loads its modules and stops at its missing arguments.
+    for (const script of ['upload-ssh-once.ts', 'upload-once.ts']) {
+      spawnSync(process.execPath, [join(here, script)], { env: oursEnv, stdio: 'ignore' });
+    }
+  }
   try {
     for (let round = 0; round < rounds; round++) {
       // Each round starts one job later, so that no variant always runs right after the same other.
@@ -552,7 +579,7 @@ const loadAfter = loadavg();
 const fmtLoad = (l: number[]): string => l.map((x) => x.toFixed(2)).join(' / ');
 console.log(
   `upload of ${sizeMiB} MiB to ${host.name} over SSH, ${rounds} rounds, alternating; node ${process.version}, ` +
-    `${cpus().length} CPUs, load (1/5/15 min) before ${fmtLoad(loadBefore)}, after ${fmtLoad(loadAfter)}, ` +
+    `${cpus().length} CPUs${compileCacheDir === undefined ? '' : ', our children with a warm NODE_COMPILE_CACHE'}, load (1/5/15 min) before ${fmtLoad(loadBefore)}, after ${fmtLoad(loadAfter)}, ` +
     `after each round ${loadDuring.map((x) => x.toFixed(2)).join(' ')}; started ${started}`,
 );
 /** Median, range and max/min of the samples' `pick` (NaN when none). */
