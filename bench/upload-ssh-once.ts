@@ -6,6 +6,7 @@
  * process over the same span, and the negotiated cipher. Used by bench/upload-ssh.ts.
  *
  *   node bench/upload-ssh-once.ts --host 0 --vol NAME --file PATH [--chunk BYTES] [--read-bytes BYTES] [--cipher NAME]
+ *       [--stock-ssh2]
  */
 import { statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
@@ -20,7 +21,9 @@ const { values } = parseArgs({
     file: { type: 'string' },
     chunk: { type: 'string', default: String(256 * 1024) },
     'read-bytes': { type: 'string', default: String(256 * 1024) },
+    source: { type: 'string', default: 'sync' },
     cipher: { type: 'string', default: 'aes128-gcm@openssh.com' },
+    'stock-ssh2': { type: 'boolean', default: false },
   },
 });
 for (const k of ['vol', 'file'] as const) {
@@ -29,7 +32,9 @@ for (const k of ['vol', 'file'] as const) {
 const h = loadTestHosts()[Number(values.host)];
 if (!h) throw new Error(`no test host ${values.host}`);
 
-const links = new HostLinks(hostTarget(h), { dial: { ciphers: [values.cipher] } });
+const links = new HostLinks(hostTarget(h), {
+  dial: { ciphers: [values.cipher], stockSsh2Writes: values['stock-ssh2'] },
+});
 
 let peak = process.memoryUsage.rss();
 const sampler = setInterval(() => {
@@ -42,9 +47,13 @@ const link = await links.dedicated('bulk');
 const pool = await link.client.storagePoolLookupByName(h.pool);
 const vol = await link.client.storageVolLookupByName(pool, values.vol!);
 const size = statSync(values.file!).size;
-const res = await link.client.storageVolUpload(vol, fileChunks(values.file!, Number(values['read-bytes'])), {
-  chunkBytes: Number(values.chunk),
-});
+const res = await link.client.storageVolUpload(
+  vol,
+  fileChunks(values.file!, Number(values['read-bytes']), values.source === 'async' ? 'async' : 'sync'),
+  {
+    chunkBytes: Number(values.chunk),
+  },
+);
 const seconds = (performance.now() - started) / 1000;
 const cpu = process.cpuUsage(cpu0);
 clearInterval(sampler);

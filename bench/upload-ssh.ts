@@ -1,33 +1,35 @@
 /**
- * Benchmark: upload the same file into a test host's storage pool over SSH, in one run,
- * alternating, several rounds:
+ * Benchmark: upload the same file into a test host's storage pool, in one run, alternating,
+ * several rounds:
  *
- * - ours: a `dedicated('bulk')` link (lib/ssh) in a child process per upload
- *   (bench/upload-ssh-once.ts), so its RSS and CPU are its own; one row per chunk size × cipher;
+ * - ours over SSH: a `dedicated('bulk')` link (lib/ssh) in a child process per upload
+ *   (bench/upload-ssh-once.ts), so its RSS and CPU are its own; one row per chunk size × cipher
+ *   (and, with `--stock-ssh2`, one with ssh2's stock per-packet buffers and writes);
  * - the anchor: `virsh -c <descriptor.virshUri> vol-upload` (qemu+ssh through the OpenSSH client,
  *   its default cipher);
  * - the ceiling: `cat FILE | ssh -F <sshConfigPath> <host> 'cat >/dev/null'`, with OpenSSH's
- *   default cipher and with `-c aes128-gcm@openssh.com`.
+ *   default cipher and with `-c aes128-gcm@openssh.com`;
+ * - the local socket: ours (bench/upload-once.ts) and `virsh vol-upload` inside the host's
+ *   namespaces, both on the host's unix socket.
  *
  * Each round rotates the order of the variants (on this machine an upload's speed depends on which
- * one ran before it). Reports median seconds, MB/s, ours/virsh and ours/ceiling(aes128-gcm) time ratios, our RSS growth
- * (peak minus idle) and client-side CPU seconds (ours: the child's process.cpuUsage over dial to
- * confirmed finish; virsh and the pipes: user+system of the command and its children, from GNU
- * time). With `--blackhole`, it also black-holes the host's SSH port mid-upload (every segment
- * dropped both ways, no RST) for virsh and for ours, and reports when each noticed and gave up;
- * virsh gets a hard timeout so that the bench always ends.
+ * one ran before it), and before each upload `sync` writes back the dirty pages of the last one.
+ * For every variant it prints the whole process (wall, CPU user+system of the command and its
+ * children, peak RSS: GNU time) and, for ours, the in-process figures (dial or connect to the
+ * confirmed finish: seconds, `process.cpuUsage`, RSS growth = peak minus idle), each as median
+ * (min-max, max/min); then the ratios of medians against the anchors with the issue's goals.
+ * With `--blackhole`, it also black-holes the host's SSH port mid-upload (every segment dropped
+ * both ways, no RST) for virsh and for ours, and reports when each noticed and gave up; virsh
+ * gets a hard timeout so that the bench always ends.
  *
- *   node bench/upload-ssh.ts [--size-mib 400] [--rounds 5] [--host 0] [--chunks 1048576]
- *       [--ciphers aes128-gcm@openssh.com] [--read-bytes 1048576] [--blackhole] [--blackhole-only]
+ *   node bench/upload-ssh.ts [--size-mib 400] [--rounds 5] [--host 0] [--chunks 262144]
+ *       [--ciphers aes128-gcm@openssh.com] [--read-bytes 262144] [--only ours,virsh,pipes,local]
+ *       [--stock-ssh2] [--source sync|async] [--compile-cache] [--node-flags '--max-semi-space-size=16'] [--blackhole] [--blackhole-only]
  *       [--virsh-timeout-s 90] [--max-load 1.0] [--json out.json]
- *
- * Needs `test/hosts/testhost up`, root (nsenter, iptables in the host's namespace). Not a test: it
- * asserts nothing and prints tables. The black hole disturbs every SSH user of that host for up to
- * `--virsh-timeout-s`; run it when nothing else uses the host.
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createReadStream, createWriteStream, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createReadStream, createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -42,7 +44,7 @@ import {
   waitGone,
   withNewSshPort,
 } from '../test/support/host-faults.ts';
-import { hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
+import { hostTarget, loadTestHosts, localSocketPath } from '../test/support/testhosts.ts';
 import type { TestHost } from '../test/support/testhosts.ts';
 
 const { values } = parseArgs({
@@ -50,14 +52,19 @@ const { values } = parseArgs({
     'size-mib': { type: 'string', default: '400' },
     rounds: { type: 'string', default: '5' },
     host: { type: 'string', default: '0' },
-    chunks: { type: 'string', default: String(1024 * 1024) },
+    chunks: { type: 'string', default: String(256 * 1024) },
     ciphers: { type: 'string', default: 'aes128-gcm@openssh.com' },
-    'read-bytes': { type: 'string', default: String(1024 * 1024) },
+    'read-bytes': { type: 'string', default: String(256 * 1024) },
     blackhole: { type: 'boolean', default: false },
     'blackhole-only': { type: 'boolean', default: false },
     'virsh-timeout-s': { type: 'string', default: '90' },
     'max-load': { type: 'string', default: '1.0' },
     json: { type: 'string' },
+    only: { type: 'string' },
+    'stock-ssh2': { type: 'boolean', default: false },
+    source: { type: 'string', default: 'sync' },
+    'node-flags': { type: 'string', default: '' },
+    'compile-cache': { type: 'boolean', default: false },
   },
 });
 const MiB = 1024 * 1024;
@@ -71,6 +78,17 @@ const here = new URL('.', import.meta.url).pathname;
 const virshUri = String(host.virshUri);
 const sshConfig = String(host.sshConfigPath);
 const GCM = 'aes128-gcm@openssh.com';
+const nodeFlags = values['node-flags'].split(' ').filter(Boolean);
+/**
+ * Our children's environment: with --compile-cache, Node's compile cache (which also keeps the
+ * stripped TypeScript) in a directory of this run, warmed by the first upload.
+ */
+const compileCacheDir = values['compile-cache'] ? mkdtempSync(join(tmpdir(), 'ep-bench-ncc-')) : undefined;
+const oursEnv: NodeJS.ProcessEnv =
+  compileCacheDir === undefined ? process.env : { ...process.env, NODE_COMPILE_CACHE: compileCacheDir };
+process.on('exit', () => {
+  if (compileCacheDir !== undefined) rmSync(compileCacheDir, { recursive: true, force: true });
+});
 
 function sh(argv: string[], timeoutMs = 600_000): { stdout: string; stderr: string } {
   const r = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', maxBuffer: 64 * MiB, timeout: timeoutMs });
@@ -83,9 +101,17 @@ function deleteVol(name: string): void {
   const argv = inHost('virsh', '-q', 'vol-delete', '--pool', host.pool, name);
   spawnSync(argv[0]!, argv.slice(1), { timeout: 30_000 });
 }
+/**
+ * Writes back dirty pages, so that the writeback of one upload (which the kernel starts up to 30 s
+ * later) does not land on another one's clock. Every variant gets it before its run.
+ */
+function settle(): void {
+  spawnSync('sync');
+}
 function freshVol(name: string): void {
   deleteVol(name);
   sh(inHost('virsh', '-q', 'vol-create-as', host.pool, name, `${sizeMiB}M`, '--format', 'raw'));
+  settle();
 }
 /** Deletes a volume that a dead upload may still hold (libvirtd releases it when the client goes). */
 async function deleteVolPatiently(name: string): Promise<void> {
@@ -119,10 +145,14 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Runs `argv` under GNU time; returns wall seconds and user+system CPU seconds (children included). */
-function timed(argv: string[]): { secs: number; cpu: number; maxRssKiB: number } {
+/** Runs `argv` under GNU time: wall seconds, user+system CPU seconds (children included), peak RSS. */
+function timed(
+  argv: string[],
+  env: NodeJS.ProcessEnv = process.env,
+): { secs: number; cpu: number; maxRssKiB: number; stdout: string } {
   const t0 = performance.now();
   const r = spawnSync('/usr/bin/time', ['-f', 'EPTIME %U %S %M', ...argv], {
+    env,
     encoding: 'utf8',
     maxBuffer: 64 * MiB,
     timeout: 600_000,
@@ -130,22 +160,28 @@ function timed(argv: string[]): { secs: number; cpu: number; maxRssKiB: number }
   const secs = (performance.now() - t0) / 1000;
   if (r.status !== 0) throw new Error(`${argv.join(' ')} failed (${r.status ?? r.signal}): ${r.stderr}`);
   const m = /EPTIME ([\d.]+) ([\d.]+) (\d+)/.exec(r.stderr);
-  return { secs, cpu: m ? Number(m[1]) + Number(m[2]) : NaN, maxRssKiB: m ? Number(m[3]) : NaN };
+  return { secs, cpu: m ? Number(m[1]) + Number(m[2]) : NaN, maxRssKiB: m ? Number(m[3]) : NaN, stdout: r.stdout };
 }
 
+/** One upload's figures: whole process (what a command's user feels) and in process (what a worker feels). */
+interface Sample {
+  wholeS: number;
+  wholeCpuS: number;
+  peakRssKiB: number;
+  inS?: number;
+  inCpuS?: number;
+  growth?: number;
+}
 interface Row {
-  secs: number[];
-  growth: number[];
-  cpu: number[];
-  note?: string;
+  samples: Sample[];
+  ours: boolean;
+  path: 'ssh' | 'local';
 }
 const results: Record<string, Row> = {};
-const record = (key: string, secs: number, cpu: number, growth = NaN, note?: string): void => {
-  const row = (results[key] ??= { secs: [], growth: [], cpu: [] });
-  row.secs.push(secs);
-  row.cpu.push(cpu);
-  row.growth.push(growth);
-  if (note !== undefined) row.note = note;
+/** The 1-minute load average after each round. */
+const loadDuring: number[] = [];
+const record = (key: string, ours: boolean, path: 'ssh' | 'local', sample: Sample): void => {
+  (results[key] ??= { samples: [], ours, path }).samples.push(sample);
 };
 
 /** Waits (at most 5 minutes) for the 1-minute load average to drop below `max`. */
@@ -156,43 +192,101 @@ async function waitForQuiet(max: number): Promise<void> {
   }
 }
 
-const oursKey = (chunk: number, cipher: string): string => `ours, chunk ${chunk / 1024} KiB, ${cipher}`;
-const VIRSH = 'virsh vol-upload (qemu+ssh, OpenSSH default cipher)';
-const PIPE_DEFAULT = "ceiling: cat | ssh 'cat >/dev/null' (default cipher)";
-const PIPE_GCM = `ceiling: cat | ssh -c ${GCM} 'cat >/dev/null'`;
+const oursKey = (chunk: number, cipher: string, stock = false): string =>
+  `ours over SSH, chunk ${chunk / 1024} KiB, ${cipher}${stock ? ", ssh2's stock writes" : ''}`;
+const OURS_LOCAL = 'ours, local socket';
+const VIRSH = 'virsh vol-upload, qemu+ssh (OpenSSH default cipher)';
+const VIRSH_LOCAL = 'virsh vol-upload, local socket';
+const PIPE_DEFAULT = "pipe: cat | ssh 'cat >/dev/null' (default cipher)";
+const PIPE_GCM = `pipe: cat | ssh -c ${GCM} 'cat >/dev/null'`;
+
+interface OnceResult {
+  seconds: number;
+  idleRss: number;
+  peakRss: number;
+  cpuUserS: number;
+  cpuSystemS: number;
+  cipher?: string;
+}
 
 function throughput(file: string): void {
   const vol = `ep-bench-ssh-${process.pid}.raw`;
-  const ours = (chunk: number, cipher: string) => (): void => {
-    freshVol(vol);
-    const { stdout } = sh([
-      process.execPath,
-      join(here, 'upload-ssh-once.ts'),
-      '--host',
-      String(hostIndex),
-      '--vol',
-      vol,
-      '--file',
-      file,
-      '--chunk',
-      String(chunk),
-      '--read-bytes',
-      values['read-bytes'],
-      '--cipher',
-      cipher,
-    ]);
-    const r = JSON.parse(stdout) as {
-      seconds: number;
-      idleRss: number;
-      peakRss: number;
-      cpuUserS: number;
-      cpuSystemS: number;
-      cipher: string;
+  const only = values.only === undefined ? undefined : new Set(values.only.split(','));
+  const want = (what: string): boolean => only === undefined || only.has(what);
+  const ours =
+    (chunk: number, cipher: string, stock = false) =>
+    (): void => {
+      freshVol(vol);
+      const t = timed(
+        [
+          process.execPath,
+          ...nodeFlags,
+          join(here, 'upload-ssh-once.ts'),
+          '--host',
+          String(hostIndex),
+          '--vol',
+          vol,
+          '--file',
+          file,
+          '--chunk',
+          String(chunk),
+          '--read-bytes',
+          values['read-bytes'],
+          '--source',
+          values.source,
+          '--cipher',
+          cipher,
+          ...(stock ? ['--stock-ssh2'] : []),
+        ],
+        oursEnv,
+      );
+      const r = JSON.parse(t.stdout) as OnceResult;
+      if (r.cipher !== cipher) throw new Error(`negotiated ${String(r.cipher)}, asked for ${cipher}`);
+      record(oursKey(chunk, cipher, stock), true, 'ssh', {
+        wholeS: t.secs,
+        wholeCpuS: t.cpu,
+        peakRssKiB: t.maxRssKiB,
+        inS: r.seconds,
+        inCpuS: r.cpuUserS + r.cpuSystemS,
+        growth: r.peakRss - r.idleRss,
+      });
     };
-    if (r.cipher !== cipher) throw new Error(`negotiated ${r.cipher}, asked for ${cipher}`);
-    record(oursKey(chunk, cipher), r.seconds, r.cpuUserS + r.cpuSystemS, r.peakRss - r.idleRss);
+  const oursLocal = (): void => {
+    freshVol(vol);
+    const t = timed(
+      [
+        process.execPath,
+        ...nodeFlags,
+        join(here, 'upload-once.ts'),
+        '--socket',
+        localSocketPath(host),
+        '--pool',
+        host.pool,
+        '--vol',
+        vol,
+        '--file',
+        file,
+        '--chunk',
+        String(chunks[0]),
+        '--read-bytes',
+        values['read-bytes'],
+        '--source',
+        values.source,
+      ],
+      oursEnv,
+    );
+    const r = JSON.parse(t.stdout) as OnceResult;
+    record(OURS_LOCAL, true, 'local', {
+      wholeS: t.secs,
+      wholeCpuS: t.cpu,
+      peakRssKiB: t.maxRssKiB,
+      inS: r.seconds,
+      inCpuS: r.cpuUserS + r.cpuSystemS,
+      growth: r.peakRss - r.idleRss,
+    });
   };
   const pipe = (key: string, cipherArg: string) => (): void => {
+    settle();
     const p = timed([
       'bash',
       '-c',
@@ -202,22 +296,44 @@ function throughput(file: string): void {
       sshConfig,
       host.name,
     ]);
-    record(key, p.secs, p.cpu);
+    record(key, false, 'ssh', { wholeS: p.secs, wholeCpuS: p.cpu, peakRssKiB: p.maxRssKiB });
   };
   const jobs: (() => void)[] = [
-    ...ciphers.flatMap((cipher) => chunks.map((chunk) => ours(chunk, cipher))),
-    () => {
-      freshVol(vol);
-      const v = timed(['virsh', '-q', '-c', virshUri, 'vol-upload', '--pool', host.pool, vol, file]);
-      record(VIRSH, v.secs, v.cpu);
-    },
-    pipe(PIPE_DEFAULT, ''),
-    pipe(PIPE_GCM, `-c ${GCM}`),
+    ...(want('ours') ? ciphers.flatMap((cipher) => chunks.map((chunk) => ours(chunk, cipher))) : []),
+    ...(want('ours') && values['stock-ssh2'] ? [ours(chunks[0]!, ciphers[0]!, true)] : []),
+    ...(want('virsh')
+      ? [
+          (): void => {
+            freshVol(vol);
+            const v = timed(['virsh', '-q', '-c', virshUri, 'vol-upload', '--pool', host.pool, vol, file]);
+            record(VIRSH, false, 'ssh', { wholeS: v.secs, wholeCpuS: v.cpu, peakRssKiB: v.maxRssKiB });
+          },
+        ]
+      : []),
+    ...(want('pipes') ? [pipe(PIPE_DEFAULT, ''), pipe(PIPE_GCM, `-c ${GCM}`)] : []),
+    ...(want('local')
+      ? [
+          oursLocal,
+          (): void => {
+            freshVol(vol);
+            // virsh inside the host's namespaces, on its unix socket (nsenter's own cost is a few ms).
+            const v = timed(inHost('virsh', '-q', 'vol-upload', '--pool', host.pool, vol, file));
+            record(VIRSH_LOCAL, false, 'local', { wholeS: v.secs, wholeCpuS: v.cpu, peakRssKiB: v.maxRssKiB });
+          },
+        ]
+      : []),
   ];
+  if (compileCacheDir !== undefined) {
+    // Fill the cache: each child loads its modules and stops at its missing arguments.
+    for (const script of ['upload-ssh-once.ts', 'upload-once.ts']) {
+      spawnSync(process.execPath, [join(here, script)], { env: oursEnv, stdio: 'ignore' });
+    }
+  }
   try {
     for (let round = 0; round < rounds; round++) {
       // Each round starts one job later, so that no variant always runs right after the same other.
       for (let i = 0; i < jobs.length; i++) jobs[(i + round) % jobs.length]!();
+      loadDuring.push(loadavg()[0]!);
       console.error(`# round ${round + 1}/${rounds} done (load ${loadavg()[0]!.toFixed(2)})`);
     }
   } finally {
@@ -463,23 +579,74 @@ const loadAfter = loadavg();
 const fmtLoad = (l: number[]): string => l.map((x) => x.toFixed(2)).join(' / ');
 console.log(
   `upload of ${sizeMiB} MiB to ${host.name} over SSH, ${rounds} rounds, alternating; node ${process.version}, ` +
-    `${cpus().length} CPUs, load (1/5/15 min) before ${fmtLoad(loadBefore)}, after ${fmtLoad(loadAfter)}; started ${started}`,
+    `${cpus().length} CPUs${compileCacheDir === undefined ? '' : ', our children with a warm NODE_COMPILE_CACHE'}, load (1/5/15 min) before ${fmtLoad(loadBefore)}, after ${fmtLoad(loadAfter)}, ` +
+    `after each round ${loadDuring.map((x) => x.toFixed(2)).join(' ')}; started ${started}`,
 );
+/** Median, range and max/min of the samples' `pick` (NaN when none). */
+function spread(samples: Sample[], pick: (s: Sample) => number | undefined): { med: number; min: number; max: number } {
+  const xs = samples.map(pick).filter((x): x is number => x !== undefined && !Number.isNaN(x));
+  return { med: median(xs), min: Math.min(...xs), max: Math.max(...xs) };
+}
+const fmtSpread = (x: { med: number; min: number; max: number }, digits = 3): string =>
+  Number.isNaN(x.med)
+    ? '—'
+    : `${x.med.toFixed(digits)} (${x.min.toFixed(digits)}-${x.max.toFixed(digits)}, ×${(x.max / x.min).toFixed(2)})`;
 if (Object.keys(results).length > 0) {
-  const virshMedian = median(results[VIRSH]!.secs);
-  const gcmMedian = median(results[PIPE_GCM]!.secs);
   console.log('');
   console.log(
-    '| client | median s | MB/s | ours/virsh | ours/ceiling (aes128-gcm) | RSS growth, median MiB | CPU s, median |',
+    '| variant | whole process s: median (min-max, max/min) | in process s: median (min-max, max/min) | MB/s (whole) | CPU s whole / in process | peak RSS MiB | RSS growth MiB |',
   );
   console.log('|---|---|---|---|---|---|---|');
   for (const [key, r] of Object.entries(results)) {
-    const m = median(r.secs);
-    const ours = key.startsWith('ours');
-    const growth = r.growth.every(Number.isNaN) ? '—' : (median(r.growth) / MiB).toFixed(1);
+    const whole = spread(r.samples, (x) => x.wholeS);
+    const inProc = spread(r.samples, (x) => x.inS);
+    const cpuW = spread(r.samples, (x) => x.wholeCpuS).med;
+    const cpuI = spread(r.samples, (x) => x.inCpuS).med;
+    const rss = spread(r.samples, (x) => x.peakRssKiB / 1024).med;
+    const growth = spread(r.samples, (x) => (x.growth === undefined ? undefined : x.growth / MiB));
     console.log(
-      `| ${key.replaceAll('|', '\\|')} | ${m.toFixed(3)} | ${((sizeMiB * MiB) / 1e6 / m).toFixed(0)} | ${ours ? (m / virshMedian).toFixed(2) : '—'} | ` +
-        `${ours ? (m / gcmMedian).toFixed(2) : '—'} | ${growth} | ${median(r.cpu).toFixed(2)} |`,
+      `| ${key.replaceAll('|', '\\|')} | ${fmtSpread(whole)} | ${fmtSpread(inProc)} | ${((sizeMiB * MiB) / 1e6 / whole.med).toFixed(0)} | ` +
+        `${cpuW.toFixed(2)} / ${Number.isNaN(cpuI) ? '—' : cpuI.toFixed(2)} | ${rss.toFixed(0)} | ${Number.isNaN(growth.med) ? '—' : `${growth.med.toFixed(1)} (${growth.min.toFixed(1)}-${growth.max.toFixed(1)})`} |`,
+    );
+  }
+  // Ratios of medians against the anchors, with the issue's goals.
+  const med = (key: string, pick: (s: Sample) => number | undefined): number =>
+    results[key] === undefined ? NaN : spread(results[key].samples, pick).med;
+  const goals: [string, string, (s: Sample) => number | undefined, string, number][] = [];
+  for (const [key, r] of Object.entries(results)) {
+    if (!r.ours) continue;
+    if (r.path === 'ssh') {
+      goals.push([`${key} / virsh qemu+ssh, in process`, key, (x) => x.inS, VIRSH, 0.7]);
+      goals.push([`${key} / virsh qemu+ssh, whole process`, key, (x) => x.wholeS, VIRSH, 0.7]);
+      goals.push([`${key} / aes128-gcm pipe, in process`, key, (x) => x.inS, PIPE_GCM, 1.4]);
+      goals.push([`${key} / aes128-gcm pipe, whole process`, key, (x) => x.wholeS, PIPE_GCM, 1.4]);
+      goals.push([`${key} CPU / virsh qemu+ssh CPU (whole process)`, key, (x) => x.wholeCpuS, VIRSH, 1.0]);
+    } else {
+      goals.push([`${key} / virsh local, in process`, key, (x) => x.inS, VIRSH_LOCAL, 1.0]);
+      goals.push([`${key} / virsh local, whole process`, key, (x) => x.wholeS, VIRSH_LOCAL, 1.0]);
+      goals.push([`${key} CPU / virsh local CPU (whole process)`, key, (x) => x.wholeCpuS, VIRSH_LOCAL, 1.0]);
+    }
+  }
+  console.log('');
+  console.log('| ratio of medians | value | goal | met |');
+  console.log('|---|---|---|---|');
+  for (const [label, key, pick, anchor, goal] of goals) {
+    const isCpu = label.includes('CPU');
+    const anchorPick = isCpu ? (x: Sample) => x.wholeCpuS : (x: Sample) => x.wholeS;
+    const v = med(key, pick) / med(anchor, anchorPick);
+    if (Number.isNaN(v)) continue;
+    console.log(`| ${label.replaceAll('|', '\\|')} | ${v.toFixed(2)} | ≤ ${goal} | ${v <= goal ? 'yes' : 'no'} |`);
+  }
+  for (const [key, r] of Object.entries(results)) {
+    if (!r.ours) continue;
+    const w = spread(r.samples, (x) => x.wholeS);
+    const i = spread(r.samples, (x) => x.inS);
+    const g = spread(r.samples, (x) => (x.growth === undefined ? undefined : x.growth / MiB));
+    console.log(
+      `| ${key.replaceAll('|', '\\|')}: max/min of the runs, in process / whole | ${(i.max / i.min).toFixed(2)} / ${(w.max / w.min).toFixed(2)} | ≤ 1.3 | ${i.max / i.min <= 1.3 && w.max / w.min <= 1.3 ? 'yes' : 'no'} |`,
+    );
+    console.log(
+      `| ${key.replaceAll('|', '\\|')}: RSS growth, largest of the runs (MiB) | ${g.max.toFixed(1)} | ≤ 32 | ${g.max <= 32 ? 'yes' : 'no'} |`,
     );
   }
 }
@@ -497,6 +664,6 @@ if (holes.length > 0) {
 if (values.json !== undefined) {
   writeFileSync(
     values.json,
-    JSON.stringify({ started, loadBefore, loadAfter, sizeMiB, rounds, results, holes }, null, 2),
+    JSON.stringify({ started, loadBefore, loadAfter, sizeMiB, rounds, results, holes, loadDuring }, null, 2),
   );
 }

@@ -57,6 +57,13 @@ export interface DialOptions {
   keepaliveCountMax?: number;
   /** Cipher preference, most preferred first (ssh2 names). Default {@link DEFAULT_CIPHERS}. */
   ciphers?: readonly string[];
+  /**
+   * Leave ssh2's outgoing path as it is: a fresh buffer per SSH packet and one socket write each.
+   * Default false: packet buffers are reused and a channel write reaches the socket as one
+   * `writev` (see packet-pool.ts and docs/benchmarks.md). For comparisons, and as a way back
+   * should an ssh2 upgrade change the internals these rely on.
+   */
+  stockSsh2Writes?: boolean;
   /** Aborts the dial (rejects with `SshAbortedError`, socket destroyed). */
   signal?: AbortSignal;
   /** pino-compatible logger: one line per dial; never key, passphrase or agent details. */
@@ -190,6 +197,7 @@ function handshake(
           hostKeyFingerprint: hostKey.fingerprint,
           negotiated,
           logger: options.logger,
+          stockWrites: options.stockSsh2Writes === true,
         });
         // A re-key presenting another host key kills the session with the SshHostKeyError.
         hostKey.onLateRefusal = (refusal) => session.kill(refusal);

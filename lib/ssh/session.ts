@@ -16,6 +16,7 @@ import {
   SshTimeoutError,
 } from './errors.ts';
 import { classifyClientError, classifyOpenError } from './classify.ts';
+import { OutgoingPacketPool } from './packet-pool.ts';
 import type { SshLogger } from './logger.ts';
 import { DEFAULT_LIBVIRT_SOCKET } from '../rules.ts';
 import { settleOnce } from '../wait.ts';
@@ -55,6 +56,8 @@ export interface SshSessionInit {
   hostKeyFingerprint: string;
   negotiated: NegotiatedAlgorithms | undefined;
   logger: SshLogger | undefined;
+  /** Leave ssh2's per-packet buffers and writes alone (`DialOptions.stockSsh2Writes`). */
+  stockWrites?: boolean;
 }
 
 interface SessionEvents {
@@ -80,6 +83,9 @@ export class SshSession extends EventEmitter<SessionEvents> {
   #resolveDead: (reason: Error) => void = () => undefined;
   #deadReason: Error | undefined;
   #keyExchanges = 1;
+  /** Reused buffers for ssh2's outgoing packets (see packet-pool.ts); none with `stockSsh2Writes`. */
+  readonly packetPool: OutgoingPacketPool | undefined;
+  readonly #stockWrites: boolean;
 
   constructor(init: SshSessionInit) {
     super();
@@ -95,7 +101,16 @@ export class SshSession extends EventEmitter<SessionEvents> {
       this.#resolveDead = resolve;
     });
     const where = `${this.host}:${this.port}`;
+    this.#stockWrites = init.stockWrites === true;
+    if (!this.#stockWrites) {
+      const pool = new OutgoingPacketPool();
+      pool.wrapSocket(this.#socket);
+      pool.patchCipher(this.#client);
+      this.packetPool = pool;
+    }
     this.#client.on('handshake', (n: { kex: string; serverHostKey: string; cs: { cipher: string; mac: string } }) => {
+      // ssh2 makes a new cipher object for each key exchange.
+      this.packetPool?.patchCipher(this.#client);
       this.#keyExchanges++;
       this.negotiated = { kex: n.kex, serverHostKey: n.serverHostKey, cipher: n.cs.cipher, mac: n.cs.mac };
     });
@@ -270,6 +285,7 @@ export class SshSession extends EventEmitter<SessionEvents> {
               return;
             }
             channel.on('error', () => undefined);
+            if (!this.#stockWrites) corkPerWrite(channel, this.#socket);
             if (this.#deadReason === undefined && settle(undefined, channel)) {
               this.#channels.add(channel);
               channel.once('close', () => this.#channels.delete(channel));
@@ -345,4 +361,25 @@ function destroyChannel(channel: ClientChannel, reason: Error): void {
     internals._chunkcb = undefined;
     pendingWrite(reason);
   }
+}
+
+/**
+ * ssh2 turns one channel write into one SSH packet per 32 KiB (the peer's maximum packet), each
+ * written to the TCP socket on its own: eight `write` syscalls for a 256 KiB libvirt packet.
+ * Corking the socket around the channel's `_write` (ssh2 also calls it again itself when window
+ * space arrives) hands the kernel those packets in one `writev`.
+ */
+function corkPerWrite(channel: ClientChannel, socket: Socket): void {
+  const internals = channel as unknown as {
+    _write: (data: Buffer, encoding: BufferEncoding, cb: (err?: Error | null) => void) => void;
+  };
+  const write = internals._write;
+  internals._write = function corkedWrite(data, encoding, cb) {
+    socket.cork();
+    try {
+      write.call(this, data, encoding, cb);
+    } finally {
+      socket.uncork();
+    }
+  };
 }

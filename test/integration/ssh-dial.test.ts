@@ -200,29 +200,37 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     assert.ok(err instanceof SshHostKeyError && err.code === 'SSH_HOST_KEY_MISMATCH', String(err));
   });
 
-  void it('survives server re-keys mid-transfer (host key pinned, recorded once)', T, async () => {
-    const rekeying = await startSshd({ extraConfig: ['RekeyLimit 1M'] });
-    servers.push(rekeying);
-    const sock = await startUnixEcho(join(rekeying.dir, 'echo.sock'));
-    servers.push(sock);
-    const path = join(rekeying.dir, 'kh-rekey');
-    const s = await dial({
-      host: rekeying.host,
-      port: rekeying.port,
-      user: rekeying.user,
-      keyPath: rekeying.clientKey.privatePath,
-      knownHostsPath: path,
-      acceptNewHostKeys: true,
-    });
-    const ch = await s.openStreamLocal(sock.address, { timeoutMs: 2_000 });
-    const payload = randomBytes(8 * 1024 * 1024);
-    ch.end(payload);
-    const back = await within(readBytes(ch, payload.length), 10_000, 'echo across re-keys');
-    assert.ok(back.equals(payload));
-    assert.ok(s.keyExchanges > 2, `only ${s.keyExchanges} key exchanges`);
-    assert.ok(!s.isDead);
-    assert.equal((await readFile(path, 'utf8')).split('\n').filter((l) => l !== '').length, 1);
-  });
+  void it(
+    'survives server re-keys mid-transfer (host key pinned, recorded once, packet buffers pooled by every cipher)',
+    T,
+    async () => {
+      const rekeying = await startSshd({ extraConfig: ['RekeyLimit 1M'] });
+      servers.push(rekeying);
+      const sock = await startUnixEcho(join(rekeying.dir, 'echo.sock'));
+      servers.push(sock);
+      const path = join(rekeying.dir, 'kh-rekey');
+      const s = await dial({
+        host: rekeying.host,
+        port: rekeying.port,
+        user: rekeying.user,
+        keyPath: rekeying.clientKey.privatePath,
+        knownHostsPath: path,
+        acceptNewHostKeys: true,
+      });
+      const ch = await s.openStreamLocal(sock.address, { timeoutMs: 2_000 });
+      const payload = randomBytes(8 * 1024 * 1024);
+      ch.end(payload);
+      const back = await within(readBytes(ch, payload.length), 10_000, 'echo across re-keys');
+      assert.ok(back.equals(payload));
+      assert.ok(s.keyExchanges > 2, `only ${s.keyExchanges} key exchanges`);
+      // Each new cipher got the pooled packet buffers: every 32 KiB packet of the 8 MiB came from the pool.
+      const pooled = s.packetPool?.stats;
+      assert.ok(pooled !== undefined && pooled.reused + pooled.allocated >= 256, `pool: ${JSON.stringify(pooled)}`);
+      assert.ok(pooled.allocated <= 96, `pool allocated ${pooled.allocated} buffers`);
+      assert.ok(!s.isDead);
+      assert.equal((await readFile(path, 'utf8')).split('\n').filter((l) => l !== '').length, 1);
+    },
+  );
 
   void it(
     'uses the configured cipher list: a listed cipher is negotiated, none in common is Permanent, a bogus name is a config error',
