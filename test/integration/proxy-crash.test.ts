@@ -31,7 +31,7 @@ import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.t
 import type { WorkerProcess } from '../support/fleet.ts';
 import { ImageMirror } from '../support/mirror.ts';
 import { PROJECT_ROOT, connectClient, pollUntil, uniqueId, withTimeout } from '../support/temporal.ts';
-import { inHost, loadTestHosts } from '../support/testhosts.ts';
+import { domainsOf, loadTestHosts, virsh, volumesOf } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -164,17 +164,6 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
-  const virsh = (host: TestHost, ...args: string[]): Promise<string> =>
-    inHost(host, ['virsh', '-q', '-c', 'qemu:///system', ...args]);
-  const domains = async (host: TestHost, entry: string): Promise<string[]> =>
-    (await virsh(host, 'list', '--all', '--name')).split('\n').filter((d) => d.startsWith(`ep_${entry}_`));
-  const volumes = async (host: TestHost, entry: string): Promise<string[]> =>
-    (await virsh(host, 'vol-list', host.pool))
-      .split('\n')
-      .map((l) => l.trim().split(/\s+/)[0] ?? '')
-      .filter((v) => v.includes(entry))
-      .sort();
-
   const waitState = (
     client: Client,
     entry: string,
@@ -200,7 +189,7 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
   const waitUploading = (host: TestHost, entry: string, path: string, minBytes: number): Promise<true> =>
     pollUntil(
       async () =>
-        mirror.sentBytes(path) >= minBytes && (await volumes(host, entry)).includes(`base-${entry}-big.qcow2`)
+        mirror.sentBytes(path) >= minBytes && (await volumesOf(host, entry)).includes(`base-${entry}-big.qcow2`)
           ? true
           : undefined,
       { timeoutMs: 90_000, intervalMs: 250, what: `the upload of ${path} to be under way` },
@@ -233,7 +222,7 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
     const killedAt = performance.now();
     assert.equal(mirror.requests(path), 1);
     // The killed worker's half-written base is left behind, unpublished (no marker): debris.
-    assert.deepEqual(await volumes(host, entry), [base]);
+    assert.deepEqual(await volumesOf(host, entry), [base]);
 
     const second = await spawnWorker(providers, taskQueue);
     processes.push(second);
@@ -246,9 +235,9 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
       second.lines.some((l) => l.includes('replacing the debris of an interrupted image fetch')),
       'the second worker replaced the half-written base',
     );
-    assert.equal((await domains(host, entry)).length, 1, 'exactly one domain');
+    assert.equal((await domainsOf(host, entry)).length, 1, 'exactly one domain');
     assert.deepEqual(
-      await volumes(host, entry),
+      await volumesOf(host, entry),
       [base, `${base}.marker`, `ep_${entry}_k1.qcow2`, `ep_${entry}_k1.seed.iso`].sort(),
       'one base, one marker, one overlay, one seed: no leaked volume',
     );
@@ -257,8 +246,8 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
     assert.equal(accepted.fromState, 'Running');
     const outcome = (await withTimeout(handle.result(), 120_000, 'the delete to finish')) as ProxyOutcome;
     assert.equal(outcome.state, 'Deleted');
-    assert.deepEqual(await domains(host, entry), []);
-    assert.deepEqual(await volumes(host, entry), [base, `${base}.marker`].sort());
+    assert.deepEqual(await domainsOf(host, entry), []);
+    assert.deepEqual(await volumesOf(host, entry), [base, `${base}.marker`].sort());
     await second.stop();
     process.stderr.write(
       `# worker crash: Running ${Math.round(recoveredMs / 1000)} s after the kill, test ${Math.round((performance.now() - t0) / 1000)} s\n`,
@@ -296,10 +285,10 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
       survivor.lines.some((l) => l.includes('replacing the debris of an interrupted image fetch')),
       'the surviving worker took over the upload',
     );
-    assert.equal((await domains(host, entry)).length, 1, 'exactly one domain');
+    assert.equal((await domainsOf(host, entry)).length, 1, 'exactly one domain');
     await handle.executeUpdate(PROXY_DELETE_UPDATE);
     assert.equal(((await withTimeout(handle.result(), 120_000, 'the delete')) as ProxyOutcome).state, 'Deleted');
-    assert.deepEqual(await domains(host, entry), []);
+    assert.deepEqual(await domainsOf(host, entry), []);
     await survivor.stop();
   });
 
@@ -338,7 +327,7 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
     await server.start();
     const running = await waitState(client, entry, 's1', 'Running', 240_000);
     assert.equal(running.host, host.name);
-    assert.equal((await domains(host, entry)).length, 1);
+    assert.equal((await domainsOf(host, entry)).length, 1);
     const fetches = mirror.requests(path);
     assert.ok(fetches >= 1 && fetches <= 2, `fetches: ${fetches}`);
 
@@ -356,8 +345,8 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
     const outcome = (await withTimeout(handle.result(), 120_000, 'the delete to finish')) as ProxyOutcome;
     assert.equal(outcome.state, 'Deleted');
     assert.deepEqual(outcome.deleted, { domain: 'deleted', overlay: 'deleted', seed: 'deleted' });
-    assert.deepEqual(await domains(host, entry), []);
-    assert.deepEqual(await volumes(host, entry), [base, `${base}.marker`].sort());
+    assert.deepEqual(await domainsOf(host, entry), []);
+    assert.deepEqual(await volumesOf(host, entry), [base, `${base}.marker`].sort());
     assert.equal(worker.child.exitCode, null, 'the same worker process carried the run through both restarts');
     await worker.stop();
     process.stderr.write(

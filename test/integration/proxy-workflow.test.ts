@@ -32,7 +32,7 @@ import { deleteAll, fleetConfig, spawnWorker, startFleetWorker, writeProvidersFi
 import type { RunningWorker, WorkerProcess } from '../support/fleet.ts';
 import { ImageMirror } from '../support/mirror.ts';
 import { connectClient, connectWorker, installTestRuntime, pollUntil, uniqueId } from '../support/temporal.ts';
-import { inHost, loadTestHosts } from '../support/testhosts.ts';
+import { domainsOf, loadTestHosts, virsh, volumesOf } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -70,16 +70,6 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
-  const virsh = (host: TestHost, ...args: string[]): Promise<string> =>
-    inHost(host, ['virsh', '-q', '-c', 'qemu:///system', ...args]);
-  const domains = async (host: TestHost, entry: string): Promise<string[]> =>
-    (await virsh(host, 'list', '--all', '--name')).split('\n').filter((d) => d.startsWith(`ep_${entry}_`));
-  const volumes = async (host: TestHost, entry: string): Promise<string[]> =>
-    (await virsh(host, 'vol-list', host.pool))
-      .split('\n')
-      .map((l) => l.trim().split(/\s+/)[0] ?? '')
-      .filter((v) => v.includes(entry));
-
   const status = (entry: string, name: string): Promise<ProxyStatus> =>
     client.workflow.getHandle(proxyWorkflowId(entry, name)).query<ProxyStatus>(PROXY_STATUS_QUERY);
 
@@ -115,8 +105,8 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     assert.equal(running.host, hosts[0]!.name);
     assert.equal(running.conditions.VmRunning.status, 'True');
     assert.equal(running.ip, undefined, 'an image that does not boot has no address');
-    assert.equal((await domains(hosts[0]!, entry)).length, 1);
-    const vols = await volumes(hosts[0]!, entry);
+    assert.equal((await domainsOf(hosts[0]!, entry)).length, 1);
+    const vols = await volumesOf(hosts[0]!, entry);
     assert.ok(vols.includes(`base-${entry}-empty.qcow2`), vols.join(','));
     assert.ok(vols.includes(`ep_${entry}_p1.qcow2`) && vols.includes(`ep_${entry}_p1.seed.iso`), vols.join(','));
 
@@ -131,9 +121,9 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     const outcome = (await handle.result()) as ProxyOutcome;
     assert.equal(outcome.state, 'Deleted');
     assert.deepEqual(outcome.deleted, { domain: 'deleted', overlay: 'deleted', seed: 'deleted' });
-    assert.deepEqual(await domains(hosts[0]!, entry), []);
+    assert.deepEqual(await domainsOf(hosts[0]!, entry), []);
     assert.deepEqual(
-      (await volumes(hosts[0]!, entry)).sort(),
+      (await volumesOf(hosts[0]!, entry)).sort(),
       [`base-${entry}-empty.qcow2`, `base-${entry}-empty.qcow2.marker`].sort(),
     );
     assert.equal(mirror.requests(`/${entry}/empty.qcow2`), 1);
@@ -153,8 +143,8 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
       return true;
     });
     assert.equal(mirror.requests(`/${entry}/empty.qcow2`), 0);
-    assert.deepEqual(await domains(hosts[0]!, entry), []);
-    assert.deepEqual(await volumes(hosts[0]!, entry), []);
+    assert.deepEqual(await domainsOf(hosts[0]!, entry), []);
+    assert.deepEqual(await volumesOf(hosts[0]!, entry), []);
   });
 
   test('an override that would make an open proxy fails at once, naming the field', async () => {
@@ -174,7 +164,7 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
       return true;
     });
     assert.equal(mirror.requests(`/${entry}/empty.qcow2`), 0);
-    assert.deepEqual(await domains(hosts[0]!, entry), []);
+    assert.deepEqual(await domainsOf(hosts[0]!, entry), []);
   });
 
   test('two proxies on two workers needing one cold base: one download, one base, both Running', async () => {
@@ -189,14 +179,14 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     const [a, b] = await Promise.all([start(entry, 'q1', taskQueue), start(entry, 'q2', taskQueue)]);
     await Promise.all([waitState(entry, 'q1', 'Running'), waitState(entry, 'q2', 'Running')]);
     assert.equal(mirror.requests(path), 1, 'one download for both proxies');
-    const vols = await volumes(hosts[1]!, entry);
+    const vols = await volumesOf(hosts[1]!, entry);
     assert.equal(vols.filter((v) => v.startsWith('base-')).length, 2, `one base and its marker: ${vols.join(',')}`);
-    assert.equal((await domains(hosts[1]!, entry)).length, 2);
+    assert.equal((await domainsOf(hosts[1]!, entry)).length, 2);
     const imageRun = await client.workflow.getHandle(imageWorkflowId(hosts[1]!.name, entry, 'empty')).describe();
     assert.equal(imageRun.status.name, 'COMPLETED');
     await Promise.all([a, b].map((h) => h.executeUpdate(PROXY_DELETE_UPDATE)));
     for (const h of [a, b]) assert.equal(((await h.result()) as ProxyOutcome).state, 'Deleted');
-    assert.deepEqual(await domains(hosts[1]!, entry), []);
+    assert.deepEqual(await domainsOf(hosts[1]!, entry), []);
   });
 
   test('cancelling mid-upload aborts the stream, cleans up and ends Cancelled; no base is published', async () => {
@@ -233,11 +223,11 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     });
     const final = await status(entry, 'r1');
     assert.equal(final.state, 'Deleted');
-    await pollUntil(async () => ((await volumes(hosts[0]!, entry)).length === 0 ? true : undefined), {
+    await pollUntil(async () => ((await volumesOf(hosts[0]!, entry)).length === 0 ? true : undefined), {
       timeoutMs: 30_000,
       what: 'the half-written base to be removed',
     });
-    assert.deepEqual(await domains(hosts[0]!, entry), []);
+    assert.deepEqual(await domainsOf(hosts[0]!, entry), []);
   });
 
   test('resize applies memory and vCPUs with a restart once Running; a disk resize is refused', async () => {
@@ -286,7 +276,7 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
         .sort(),
     );
     assert.equal(mirror.requests(path), 2, 'one download per host');
-    for (const h of hosts.slice(0, 2)) assert.ok((await volumes(h, entry)).includes(`base-${entry}-empty.qcow2`));
+    for (const h of hosts.slice(0, 2)) assert.ok((await volumesOf(h, entry)).includes(`base-${entry}-empty.qcow2`));
     const again = (await client.workflow.execute(WARM_WORKFLOW_TYPE, {
       workflowId: warmWorkflowId(entry, 'empty'),
       taskQueue,

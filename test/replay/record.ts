@@ -46,7 +46,7 @@ import {
   uniqueId,
   withTimeout,
 } from '../support/temporal.ts';
-import { inHost, loadTestHosts } from '../support/testhosts.ts';
+import { domainsOf, loadTestHosts, virsh, volumesOf } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -68,27 +68,16 @@ interface Ctx {
   image: Buffer;
 }
 
-const virsh = (host: TestHost, ...args: string[]): Promise<string> =>
-  inHost(host, ['virsh', '-q', '-c', 'qemu:///system', ...args]);
-const volumes = async (host: TestHost, entry: string): Promise<string[]> =>
-  (await virsh(host, 'vol-list', host.pool))
-    .split('\n')
-    .map((l) => l.trim().split(/\s+/)[0] ?? '')
-    .filter((v) => v.includes(entry))
-    .sort();
-const domains = async (host: TestHost, entry: string): Promise<string[]> =>
-  (await virsh(host, 'list', '--all', '--name')).split('\n').filter((d) => d.startsWith(`ep_${entry}_`));
-
 /**
  * Removes whatever the scenario of `entry` left on `host`: the base and marker it published, and,
  * after a failed recording, any domain or volume of its proxies.
  */
 async function cleanHost(host: TestHost, entry: string): Promise<void> {
-  for (const d of await domains(host, entry)) {
+  for (const d of await domainsOf(host, entry)) {
     await virsh(host, 'destroy', d).catch(() => undefined);
     await virsh(host, 'undefine', d, '--nvram').catch(() => virsh(host, 'undefine', d));
   }
-  for (const v of await volumes(host, entry)) await virsh(host, 'vol-delete', '--pool', host.pool, v);
+  for (const v of await volumesOf(host, entry)) await virsh(host, 'vol-delete', '--pool', host.pool, v);
 }
 
 /**
@@ -221,8 +210,8 @@ async function failedCreate(ctx: Ctx, entry: string): Promise<void> {
     });
     const st = await handle.query<ProxyStatus>(PROXY_STATUS_QUERY);
     assert.equal(st.state, 'Failed');
-    assert.deepEqual(await domains(host, entry), []);
-    const left = (await volumes(host, entry)).filter((v) => !v.startsWith('base-'));
+    assert.deepEqual(await domainsOf(host, entry), []);
+    const left = (await volumesOf(host, entry)).filter((v) => !v.startsWith('base-'));
     assert.deepEqual(left, [], 'the compensation removed the overlay and the seed');
     await save(
       'proxy-failed-create',
@@ -244,7 +233,7 @@ async function cancelMidUpload(ctx: Ctx, entry: string): Promise<void> {
     const handle = await startProxy(ctx, entry, 'x1', taskQueue, 'big');
     await pollUntil(
       async () =>
-        ctx.mirror.sentBytes(path) >= 4 * 1024 * 1024 && (await volumes(host, entry)).length > 0 ? true : undefined,
+        ctx.mirror.sentBytes(path) >= 4 * 1024 * 1024 && (await volumesOf(host, entry)).length > 0 ? true : undefined,
       { timeoutMs: 60_000, what: 'the upload to be under way' },
     );
     await waitState(ctx, handle, 'Provisioning', 30_000);
@@ -252,7 +241,7 @@ async function cancelMidUpload(ctx: Ctx, entry: string): Promise<void> {
     await assert.rejects(withTimeout(handle.result(), 90_000, 'the cancel'), WorkflowFailedError);
     const imageId = imageWorkflowId(host.name, entry, 'big');
     await withTimeout(ctx.client.workflow.getHandle(imageId).result(), 90_000, 'the image run to end');
-    await pollUntil(async () => ((await volumes(host, entry)).length === 0 ? true : undefined), {
+    await pollUntil(async () => ((await volumesOf(host, entry)).length === 0 ? true : undefined), {
       timeoutMs: 30_000,
       what: 'the half-written base to be removed',
     });

@@ -100,3 +100,22 @@ export function hostTarget(host: TestHost): HostTarget {
     socketPath: host.socketPath,
   };
 }
+
+/** Runs `virsh -q` against the host's own libvirtd (inside its namespaces). */
+export function virsh(host: TestHost, ...args: string[]): Promise<string> {
+  return inHost(host, ['virsh', '-q', '-c', 'qemu:///system', ...args]);
+}
+
+/** The names of the host's domains of provider entry `entry` (`ep_<entry>_*`). */
+export async function domainsOf(host: TestHost, entry: string): Promise<string[]> {
+  return (await virsh(host, 'list', '--all', '--name')).split('\n').filter((d) => d.startsWith(`ep_${entry}_`));
+}
+
+/** The names of the volumes in the host's pool that mention `entry`, sorted. */
+export async function volumesOf(host: TestHost, entry: string): Promise<string[]> {
+  return (await virsh(host, 'vol-list', host.pool))
+    .split('\n')
+    .map((l) => l.trim().split(/\s+/)[0] ?? '')
+    .filter((v) => v.includes(entry))
+    .sort();
+}
