@@ -1,6 +1,7 @@
 # The egress-proxies worker and API image (docker-compose.yml builds it for both services).
-# Node runs the TypeScript sources directly (type stripping), so there is no build step; the
-# worker bundles the workflows with the SDK's webpack at start-up. No secret is baked in: the
+# Node runs the TypeScript sources directly (type stripping), so there is no build step. The bin/
+# launchers turn on Node's compile cache, and the worker keeps its webpack-built workflow bundle
+# (both under the node user's ~/.cache/egress-proxies; a volume there keeps them across restarts). No secret is baked in: the
 # providers file, the SSH key, known_hosts and the API token file are mounted at run time.
 FROM node:24-bookworm-slim
 
@@ -23,7 +24,8 @@ COPY activities ./activities
 COPY workflows ./workflows
 COPY api ./api
 COPY workers ./workers
+COPY bin ./bin
 
 USER node
 ENTRYPOINT ["node"]
-CMD ["workers/worker.ts", "--help"]
+CMD ["bin/worker", "--help"]

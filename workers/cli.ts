@@ -9,14 +9,11 @@
 // Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`),
 // LOG_LEVEL (default warn for the CLI). Output: JSON on stdout; logs: JSON lines on stderr.
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
-import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
-import { ConfigError } from '../lib/config/index.ts';
-import { checkHosts, HostCheckUsageError } from './host-check.ts';
-import { SMOKE_WORKFLOW_TYPE } from '../shared/smoke.ts';
 import type { SmokeResult } from '../shared/smoke.ts';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
-import { proxyUp } from './proxy-up.ts';
+// Each command loads what it needs (the Temporal client, the SSH side) when it runs, so that
+// `--help` starts in a few tens of milliseconds (docs/benchmarks.md, start-up).
+const temporalClient = () => import('@temporalio/client');
 
 const HELP = `egress-proxies CLI
 
@@ -66,9 +63,14 @@ if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) {
   process.exit(2);
 }
 class UsageError extends Error {}
+const { createLogger, logLevelFromEnv } = await import('../lib/log/logger.ts');
 const log = createLogger({ name: 'cli', stream: 'stderr', level: logLevelFromEnv(process.env, 'warn') });
 
 async function smoke(): Promise<void> {
+  const [{ Client, Connection }, { SMOKE_WORKFLOW_TYPE }] = await Promise.all([
+    temporalClient(),
+    import('../shared/smoke.ts'),
+  ]);
   const address = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
   const connection = await Connection.connect({ address, connectTimeout: timeoutMs });
   try {
@@ -93,6 +95,7 @@ try {
     if (values.providers === undefined || rest.length > 0) {
       throw new UsageError('host-check takes --providers FILE (and optionally --entry NAME); see --help');
     }
+    const { checkHosts } = await import('./host-check.ts');
     const ok = await checkHosts(values.providers, values.entry, {
       timeoutMs,
       log,
@@ -106,6 +109,7 @@ try {
     }
     const address = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
     const namespace = process.env['TEMPORAL_NAMESPACE'] || 'default';
+    const [{ Client, Connection }, { proxyUp }] = await Promise.all([temporalClient(), import('./proxy-up.ts')]);
     const connection = await Connection.connect({ address, connectTimeout: timeoutMs });
     try {
       const up = await proxyUp(new Client({ connection, namespace }), {
@@ -132,6 +136,11 @@ try {
     process.exitCode = 2;
   }
 } catch (err) {
+  // A bad providers file or host-check arguments (their modules are loaded: the error came from them).
+  const [{ ConfigError }, { HostCheckUsageError }] = await Promise.all([
+    import('../lib/config/index.ts'),
+    import('./host-check.ts'),
+  ]);
   const usage = err instanceof ConfigError || err instanceof UsageError || err instanceof HostCheckUsageError;
   if (!usage) log.error({ err }, 'command failed');
   process.stderr.write(`${(err as Error).message}\n`);

@@ -1,7 +1,6 @@
 // egressctl's HTTP side: one bounded request to the API (undici), the exit code its answer maps
 // to, and table output.
 import { readFile } from 'node:fs/promises';
-import { request } from 'undici';
 
 /** Exit codes scripts can rely on (docs/api.md, README). */
 export const EXIT = { ok: 0, failure: 1, usage: 2, notFound: 3, conflict: 4, unavailable: 5 } as const;
@@ -55,6 +54,7 @@ export async function api(
   const headers: Record<string, string> = {};
   if (t.token !== undefined) headers['authorization'] = `Bearer ${t.token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
+  const { request } = await import('undici'); // loaded by the first call, not by `--help`
   let res;
   try {
     res = await request(url, {

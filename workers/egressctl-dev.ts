@@ -107,13 +107,13 @@ export async function runDev(o: DevOptions): Promise<number> {
   };
   try {
     worker = await startNode(
-      'workers/worker.ts',
+      'bin/worker',
       ['--providers', o.providers],
       join(o.dataDir, 'dev-worker.log'),
       /"msg":"worker running"/,
     );
     api = await startNode(
-      'workers/api.ts',
+      'bin/api',
       ['--token-file', tokenFile, '--listen', '127.0.0.1', '--port', String(o.apiPort)],
       join(o.dataDir, 'dev-api.log'),
       /"msg":"api listening"/,

@@ -3,13 +3,11 @@
 // stripping); installed as the package's `egressctl` bin.
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
-import { ConfigError } from '../lib/config/index.ts';
-import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
+import { join } from 'node:path';
 import { api, CliError, EXIT, readToken, table } from './egressctl-client.ts';
 import type { ApiTarget } from './egressctl-client.ts';
-import { checkHosts, HostCheckUsageError } from './host-check.ts';
-import { runDev } from './egressctl-dev.ts';
-import { join } from 'node:path';
+// `dev` and `hosts check` load their dependencies (the worker's and the SSH side's) when they run,
+// so that `--help` and the API commands start without them (docs/benchmarks.md, start-up).
 
 const GLOBAL = `Global options:
   --api URL            the API (default $EGRESSCTL_API or http://127.0.0.1:8080)
@@ -165,6 +163,7 @@ async function main(argv: string[]): Promise<number> {
 
   if (command === 'dev') {
     const data = str('data') ?? join(process.cwd(), '.data');
+    const { runDev } = await import('./egressctl-dev.ts');
     return runDev({
       providers: str('providers') ?? join(data, 'providers.yaml'),
       dataDir: data,
@@ -176,6 +175,10 @@ async function main(argv: string[]): Promise<number> {
   if (command === 'hosts check') {
     const providers = str('providers');
     if (providers === undefined) throw usage('hosts check needs --providers FILE');
+    const [{ createLogger, logLevelFromEnv }, { checkHosts }] = await Promise.all([
+      import('../lib/log/logger.ts'),
+      import('./host-check.ts'),
+    ]);
     const log = createLogger({ name: 'egressctl', stream: 'stderr', level: logLevelFromEnv(process.env, 'warn') });
     const lines: Record<string, unknown>[] = [];
     const ok = await checkHosts(providers, str('entry'), {
@@ -367,14 +370,23 @@ async function watch(
   }
 }
 
+/** A bad providers file or host-check arguments: exit 2. (Loaded here: the error came from them.) */
+async function isUsageError(err: unknown): Promise<boolean> {
+  const [{ ConfigError }, { HostCheckUsageError }] = await Promise.all([
+    import('../lib/config/index.ts'),
+    import('./host-check.ts'),
+  ]);
+  return err instanceof ConfigError || err instanceof HostCheckUsageError;
+}
+
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (err) {
   if (err instanceof CliError) {
     process.stderr.write(`${err.message}\n`);
     process.exitCode = err.code;
-  } else if (err instanceof ConfigError || err instanceof HostCheckUsageError) {
-    process.stderr.write(`${err.message}\n`);
+  } else if (await isUsageError(err)) {
+    process.stderr.write(`${(err as Error).message}\n`);
     process.exitCode = EXIT.usage;
   } else {
     process.stderr.write(`egressctl failed: ${(err as Error).message}\n`);

@@ -48,7 +48,7 @@ import { loadTestHosts, TESTHOST_STATE } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
 const run = Date.now().toString(36);
-const EGRESSCTL = join(PROJECT_ROOT, 'workers/egressctl.ts');
+const EGRESSCTL = join(PROJECT_ROOT, 'bin/egressctl');
 
 function ctl(args: string[], timeoutMs = 60_000): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
@@ -95,7 +95,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     tokens = await writeTokens(tmp);
     const child = spawn(
       process.execPath,
-      [join(PROJECT_ROOT, 'workers/api.ts'), '--token-file', tokens.file, '--port', '0', '--task-queue', taskQueue],
+      [join(PROJECT_ROOT, 'bin/api'), '--token-file', tokens.file, '--port', '0', '--task-queue', taskQueue],
       { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info' } },
     );
     apiProc = child;

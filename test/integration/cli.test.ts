@@ -38,7 +38,7 @@ describe('operator CLI', { timeout: 120_000 }, () => {
   });
 
   test('host-check prints one JSON line per configured host, each reachable with versions and pool space', async () => {
-    const { code, stdout, stderr } = await run(['workers/cli.ts', 'host-check', '--providers', providers]);
+    const { code, stdout, stderr } = await run(['bin/cli', 'host-check', '--providers', providers]);
     assert.equal(code, 0, stderr);
     const lines = stdout
       .trim()
@@ -79,7 +79,7 @@ describe('operator CLI', { timeout: 120_000 }, () => {
   });
 
   test('--help documents every command and option', async () => {
-    const { code, stdout } = await run(['workers/cli.ts', '--help']);
+    const { code, stdout } = await run(['bin/cli', '--help']);
     assert.equal(code, 0);
     for (const word of ['smoke', 'host-check', '--providers', '--entry', '--timeout-ms', 'TEMPORAL_ADDRESS']) {
       assert.ok(stdout.includes(word), `--help mentions ${word}`);

@@ -16,7 +16,7 @@ import { HEALTH_WORKFLOW_TYPE } from '../../shared/fleet.ts';
 import { loadTestHosts } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
-const WORKER = join(PROJECT_ROOT, 'workers/worker.ts');
+const WORKER = join(PROJECT_ROOT, 'bin/worker');
 let tmp: string;
 
 before(async () => {

@@ -108,7 +108,7 @@ export interface WorkerProcess {
 }
 
 /**
- * Runs `node workers/worker.ts` as a process of its own on `taskQueue` with the providers file at
+ * Runs the worker (`bin/worker`, as operators start it) as a process of its own on `taskQueue` with the providers file at
  * `providersFile`, and resolves once it logs "worker running" (bounded by `readyTimeoutMs`).
  * `env` is added to this process's environment (e.g. `TEMPORAL_ADDRESS` of a private server).
  */
@@ -120,14 +120,7 @@ export async function spawnWorker(
 ): Promise<WorkerProcess> {
   const child = spawn(
     process.execPath,
-    [
-      join(PROJECT_ROOT, 'workers/worker.ts'),
-      '--providers',
-      providersFile,
-      '--task-queue',
-      taskQueue,
-      '--no-schedules',
-    ],
+    [join(PROJECT_ROOT, 'bin/worker'), '--providers', providersFile, '--task-queue', taskQueue, '--no-schedules'],
     { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info', ...env } },
   );
   const lines: string[] = [];

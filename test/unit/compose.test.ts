@@ -39,7 +39,7 @@ describe('docker-compose.yml and the Dockerfile', () => {
   for (const [name, service] of built) {
     it(`${name}: its command's file is copied into the image and accepts the flags given`, async () => {
       const [script = '', ...args] = service.command ?? [];
-      assert.ok(script.endsWith('.ts'), `${name} runs a .ts entry point`);
+      assert.match(script, /^bin\/[a-z]+$/, `${name} runs a bin/ launcher (compile cache on)`);
       assert.ok(existsSync(join(root, script)), `${script} exists`);
       assert.ok(
         copied.some((c) => script.startsWith(`${c}/`)),
@@ -53,7 +53,7 @@ describe('docker-compose.yml and the Dockerfile', () => {
   }
 
   it('every module the entry points import is inside a copied folder', () => {
-    for (const dir of ['lib', 'shared', 'activities', 'workflows', 'api', 'workers']) {
+    for (const dir of ['lib', 'shared', 'activities', 'workflows', 'api', 'workers', 'bin']) {
       assert.ok(copied.includes(dir), `the Dockerfile copies ${dir}/`);
     }
   });
