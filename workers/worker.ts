@@ -2,6 +2,7 @@
 //
 //   node workers/worker.ts [--providers FILE] [--task-queue NAME] [--max-activities N]
 //                          [--max-workflow-tasks N] [--shutdown-grace-ms MS] [--no-schedules]
+//                          [--workflow-bundle-cache DIR|off] [--metrics-listen HOST:PORT]
 //
 // Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`),
 // TEMPORAL_TASK_QUEUE (default `egress-proxies`), EP_PROVIDERS_FILE (default .data/providers.yaml),
@@ -23,6 +24,7 @@ import { serveMetrics } from './metrics.ts';
 import { createWorkerMetrics } from '../activities/metrics.ts';
 import type { Server } from 'node:http';
 import { setupTracing } from './telemetry.ts';
+import { defaultBundleCacheDir, loadWorkflowBundle } from './workflow-bundle.ts';
 
 const HELP = `egress-proxies worker: runs the proxy, image, GC and health workflows and their activities.
 
@@ -36,6 +38,9 @@ Options:
   --max-workflow-tasks N    workflow tasks run at once (default 40)
   --shutdown-grace-ms MS    on SIGTERM, how long activities in flight may finish (default 10000)
   --no-schedules            do not create or update the orphan-GC and provider-health schedules
+  --workflow-bundle-cache DIR|off  where the workflow bundle is kept between starts, keyed by a
+                            hash of the workflow code (default $EP_WORKFLOW_BUNDLE_CACHE or
+                            ~/.cache/egress-proxies/workflow-bundles; off: webpack at every start)
   --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics (libvirt RPC
                             latency by procedure, link deaths, probe latency, upload bytes); off
                             unless given (e.g. 127.0.0.1:9464; port 0 picks one, logged)
@@ -52,6 +57,10 @@ const { values } = parseArgs({
     'shutdown-grace-ms': { type: 'string', default: '10000' },
     'no-schedules': { type: 'boolean', default: false },
     'metrics-listen': { type: 'string', default: process.env['EP_WORKER_METRICS_LISTEN'] },
+    'workflow-bundle-cache': {
+      type: 'string',
+      default: process.env['EP_WORKFLOW_BUNDLE_CACHE'] || defaultBundleCacheDir(),
+    },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
@@ -71,8 +80,9 @@ const maxActivities = positive('max-activities', values['max-activities']);
 const maxWorkflowTasks = positive('max-workflow-tasks', values['max-workflow-tasks']);
 const shutdownGraceMs = positive('shutdown-grace-ms', values['shutdown-grace-ms']);
 
-/** The workflow bundle's entry; webpack (inside @temporalio/worker) bundles it at start-up. */
+/** The workflow bundle's entry; workers/workflow-bundle.ts bundles it (or finds it bundled). */
 const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 const level = logLevelFromEnv();
 const log = createLogger({ name: 'worker', level });
@@ -138,11 +148,19 @@ try {
     metricsServer = served.server;
     log.info({ url: served.url }, 'metrics served');
   }
+  const bundleCache = values['workflow-bundle-cache'];
+  const bundle = await loadWorkflowBundle({
+    root: ROOT,
+    workflowsPath: WORKFLOWS_PATH,
+    plugins: [tracing.plugin],
+    cacheDir: bundleCache === 'off' ? undefined : bundleCache,
+    log: log.child({ component: 'bundle' }),
+  });
   const worker = await Worker.create({
     connection,
     namespace,
     taskQueue,
-    workflowsPath: WORKFLOWS_PATH,
+    workflowBundle: { code: bundle.code },
     activities: createActivities({ registry, client, taskQueue, metrics }),
     plugins: [tracing.plugin],
     maxConcurrentActivityTaskExecutions: maxActivities,
