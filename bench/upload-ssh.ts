@@ -15,7 +15,7 @@
  * Each round rotates the order of the variants (on this machine an upload's speed depends on which
  * one ran before it), and before each upload `sync` writes back the dirty pages of the last one.
  * For every variant it prints the whole process (wall, CPU user+system of the command and its
- * children, peak RSS: GNU time) and, for ours, the in-process figures (dial or connect to the
+ * children, orphans included (bench/reap), peak RSS: GNU time) and, for ours, the in-process figures (dial or connect to the
  * confirmed finish: seconds, `process.cpuUsage`, RSS growth = peak minus idle), each as median
  * (min-max, max/min); then the ratios of medians against the anchors with the issue's goals.
  * With `--blackhole`, it also black-holes the host's SSH port mid-upload (every segment dropped
@@ -24,7 +24,7 @@
  *
  *   node bench/upload-ssh.ts [--size-mib 400] [--rounds 5] [--host 0] [--chunks 262144]
  *       [--ciphers aes128-gcm@openssh.com] [--read-bytes 262144] [--only ours,virsh,pipes,local]
- *       [--stock-ssh2] [--source sync|async] [--compile-cache] [--node-flags '--max-semi-space-size=16'] [--blackhole] [--blackhole-only]
+ *       [--stock-ssh2] [--source sync|async] [--cold-start] [--node-flags '--max-semi-space-size=16'] [--blackhole] [--blackhole-only]
  *       [--virsh-timeout-s 90] [--max-load 1.0] [--json out.json]
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -64,7 +64,7 @@ const { values } = parseArgs({
     'stock-ssh2': { type: 'boolean', default: false },
     source: { type: 'string', default: 'sync' },
     'node-flags': { type: 'string', default: '' },
-    'compile-cache': { type: 'boolean', default: false },
+    'cold-start': { type: 'boolean', default: false },
   },
 });
 const MiB = 1024 * 1024;
@@ -80,14 +80,20 @@ const sshConfig = String(host.sshConfigPath);
 const GCM = 'aes128-gcm@openssh.com';
 const nodeFlags = values['node-flags'].split(' ').filter(Boolean);
 /**
- * Our children's environment: with --compile-cache, Node's compile cache (which also keeps the
- * stripped TypeScript) in a directory of this run, warmed by the first upload.
+ * Our children start as the bin/ launchers start our entry points: `--import bin/compile-cache.mjs`
+ * turns Node's compile cache on (in a directory of this run, filled before the first round) before
+ * the child's TypeScript loads. With --cold-start they start as a bare `node FILE.ts` with no cache:
+ * what the first start after an install or upgrade pays.
  */
-const compileCacheDir = values['compile-cache'] ? mkdtempSync(join(tmpdir(), 'ep-bench-ncc-')) : undefined;
-const oursEnv: NodeJS.ProcessEnv =
-  compileCacheDir === undefined ? process.env : { ...process.env, NODE_COMPILE_CACHE: compileCacheDir };
+const coldStart = values['cold-start'];
+const cacheHome = coldStart ? undefined : mkdtempSync(join(tmpdir(), 'ep-bench-cache-'));
+const oursEnv: NodeJS.ProcessEnv = { ...process.env };
+delete oursEnv['NODE_COMPILE_CACHE'];
+if (cacheHome === undefined) oursEnv['NODE_DISABLE_COMPILE_CACHE'] = '1';
+else oursEnv['XDG_CACHE_HOME'] = cacheHome;
+const launch = coldStart ? [] : ['--import', join(here, '../bin/compile-cache.mjs')];
 process.on('exit', () => {
-  if (compileCacheDir !== undefined) rmSync(compileCacheDir, { recursive: true, force: true });
+  if (cacheHome !== undefined) rmSync(cacheHome, { recursive: true, force: true });
 });
 
 function sh(argv: string[], timeoutMs = 600_000): { stdout: string; stderr: string } {
@@ -145,13 +151,14 @@ function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Runs `argv` under GNU time: wall seconds, user+system CPU seconds (children included), peak RSS. */
+/** Runs `argv` under GNU time and bench/reap: wall seconds, user+system CPU seconds of the whole process tree, peak RSS. */
 function timed(
   argv: string[],
   env: NodeJS.ProcessEnv = process.env,
 ): { secs: number; cpu: number; maxRssKiB: number; stdout: string } {
   const t0 = performance.now();
-  const r = spawnSync('/usr/bin/time', ['-f', 'EPTIME %U %S %M', ...argv], {
+  // bench/reap waits for the command's orphans, so that their CPU is counted (virsh's ssh).
+  const r = spawnSync('/usr/bin/time', ['-f', 'EPTIME %U %S %M', join(here, 'reap'), ...argv], {
     env,
     encoding: 'utf8',
     maxBuffer: 64 * MiB,
@@ -221,6 +228,7 @@ function throughput(file: string): void {
         [
           process.execPath,
           ...nodeFlags,
+          ...launch,
           join(here, 'upload-ssh-once.ts'),
           '--host',
           String(hostIndex),
@@ -257,6 +265,7 @@ function throughput(file: string): void {
       [
         process.execPath,
         ...nodeFlags,
+        ...launch,
         join(here, 'upload-once.ts'),
         '--socket',
         localSocketPath(host),
@@ -323,10 +332,10 @@ function throughput(file: string): void {
         ]
       : []),
   ];
-  if (compileCacheDir !== undefined) {
+  if (!coldStart) {
     // Fill the cache: each child loads its modules and stops at its missing arguments.
     for (const script of ['upload-ssh-once.ts', 'upload-once.ts']) {
-      spawnSync(process.execPath, [join(here, script)], { env: oursEnv, stdio: 'ignore' });
+      spawnSync(process.execPath, [...launch, join(here, script)], { env: oursEnv, stdio: 'ignore' });
     }
   }
   try {
@@ -579,7 +588,7 @@ const loadAfter = loadavg();
 const fmtLoad = (l: number[]): string => l.map((x) => x.toFixed(2)).join(' / ');
 console.log(
   `upload of ${sizeMiB} MiB to ${host.name} over SSH, ${rounds} rounds, alternating; node ${process.version}, ` +
-    `${cpus().length} CPUs${compileCacheDir === undefined ? '' : ', our children with a warm NODE_COMPILE_CACHE'}, load (1/5/15 min) before ${fmtLoad(loadBefore)}, after ${fmtLoad(loadAfter)}, ` +
+    `${cpus().length} CPUs, our children ${coldStart ? 'cold (no compile cache)' : 'started as bin/ starts our entry points (warm compile cache)'}, load (1/5/15 min) before ${fmtLoad(loadBefore)}, after ${fmtLoad(loadAfter)}, ` +
     `after each round ${loadDuring.map((x) => x.toFixed(2)).join(' ')}; started ${started}`,
 );
 /** Median, range and max/min of the samples' `pick` (NaN when none). */
