@@ -8,12 +8,13 @@
  *    worker package; the worker package plus its native runtime connected to the dev server; the
  *    workflow bundle (webpack, which `Worker.create({ workflowsPath })` runs at every start). For
  *    each: wall time to loaded, CPU seconds, RSS, JS heap used and external memory (medians).
- * 2. The CLI's start-up: `node workers/cli.ts --help`, whole process (GNU time), with and without
- *    Node's compile cache (`NODE_COMPILE_CACHE`, which also caches the stripped TypeScript).
- * 3. The worker: `node workers/worker.ts` on a task queue of its own (no schedules), with a
- *    providers file for the local test hosts: time to "worker running", time from spawn to the
- *    result of a `providerHealthWorkflow` it runs (its first libvirt RPCs), RSS then and after
- *    `--idle-s` at rest.
+ * 2. Start-up of the commands: `--help` of the CLI, egressctl and the worker, whole process (GNU
+ *    time), as `node workers/X.ts` with no compile cache and as `bin/X` (the launchers, which turn
+ *    the compile cache on; it also keeps the stripped TypeScript) with the cache warm.
+ * 3. The worker: `bin/worker` on a task queue of its own (no schedules), with a providers file for
+ *    the local test hosts: time to "worker running", time from spawn to the result of a
+ *    `providerHealthWorkflow` it runs (its first libvirt RPCs), RSS then and after `--idle-s` at
+ *    rest. The first run starts with empty caches (compile cache, workflow bundle), the rest warm.
  *
  *   node bench/footprint.ts [--runs 3] [--idle-s 20] [--skip-worker]
  *
@@ -171,17 +172,28 @@ for (const [label, code] of layers) {
 }
 
 console.log('');
-console.log('| CLI start-up: `node workers/cli.ts --help` | wall s (median, min-max) | CPU s | peak RSS MiB |');
+console.log('| start-up of a command | wall s (median, min-max) | CPU s | peak RSS MiB |');
 console.log('|---|---|---|---|');
-const cache = mkdtempSync(join(tmpdir(), 'ep-bench-ncc-'));
+const cacheHome = mkdtempSync(join(tmpdir(), 'ep-bench-cache-'));
 try {
-  for (const [label, env] of [
-    ['no compile cache', { ...process.env, NODE_COMPILE_CACHE: '' }],
-    ['NODE_COMPILE_CACHE set (cache warm)', { ...process.env, NODE_COMPILE_CACHE: cache }],
+  const bare: NodeJS.ProcessEnv = { ...process.env, NODE_DISABLE_COMPILE_CACHE: '1' };
+  delete bare['NODE_COMPILE_CACHE'];
+  const viaBin: NodeJS.ProcessEnv = { ...process.env, XDG_CACHE_HOME: cacheHome };
+  delete viaBin['NODE_COMPILE_CACHE'];
+  for (const [label, argv, env] of [
+    ['`node workers/cli.ts --help` (no compile cache)', [process.execPath, 'workers/cli.ts', '--help'], bare],
+    ['`bin/cli --help` (compile cache warm)', ['bin/cli', '--help'], viaBin],
+    [
+      '`node workers/egressctl.ts --help` (no compile cache)',
+      [process.execPath, 'workers/egressctl.ts', '--help'],
+      bare,
+    ],
+    ['`bin/egressctl --help` (compile cache warm)', ['bin/egressctl', '--help'], viaBin],
+    ['`node workers/worker.ts --help` (no compile cache)', [process.execPath, 'workers/worker.ts', '--help'], bare],
+    ['`bin/worker --help` (compile cache warm)', ['bin/worker', '--help'], viaBin],
   ] as const) {
-    const argv = [process.execPath, 'workers/cli.ts', '--help'];
-    if (env.NODE_COMPILE_CACHE) timedCommand(argv, env); // fill the cache
-    const xs = Array.from({ length: Math.max(runs, 5) }, () => timedCommand(argv, env));
+    if (env === viaBin) timedCommand([...argv], env); // fill the cache
+    const xs = Array.from({ length: Math.max(runs, 5) }, () => timedCommand([...argv], env));
     const secs = xs.map((x) => x.secs);
     console.log(
       `| ${label} | ${median(secs).toFixed(2)} (${Math.min(...secs).toFixed(2)}-${Math.max(...secs).toFixed(2)}) | ` +
@@ -189,7 +201,7 @@ try {
     );
   }
 } finally {
-  rmSync(cache, { recursive: true, force: true });
+  rmSync(cacheHome, { recursive: true, force: true });
 }
 
 if (!values['skip-worker']) await workerRuns();
@@ -207,17 +219,23 @@ async function workerRuns(): Promise<void> {
   const client = new Client({ connection });
   console.log('');
   console.log(
-    '| worker run | spawn to "worker running" s | spawn to first RPCs done s | RSS then MiB | RSS after idle MiB | CPU s to idle end |',
+    '| worker run (`bin/worker`) | caches | spawn to "worker running" s | spawn to first RPCs done s | RSS then MiB | RSS after idle MiB | CPU s to idle end |',
   );
-  console.log('|---|---|---|---|---|---|');
+  console.log('|---|---|---|---|---|---|---|');
+  // The first run starts with empty caches (compile cache and workflow bundle: a first start after
+  // an install or upgrade), the others find them warm.
+  const cacheHome = mkdtempSync(join(tmpdir(), 'ep-bench-worker-cache-'));
+  const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'info', XDG_CACHE_HOME: cacheHome };
+  delete env['NODE_COMPILE_CACHE'];
+  delete env['EP_WORKFLOW_BUNDLE_CACHE'];
   try {
     for (let i = 0; i < runs; i++) {
       const taskQueue = `ep-bench-footprint-${process.pid}-${i}`;
       const t0 = performance.now();
       const child = spawn(
-        process.execPath,
-        ['workers/worker.ts', '--providers', providers, '--task-queue', taskQueue, '--no-schedules'],
-        { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, LOG_LEVEL: 'info' } },
+        join(root, 'bin/worker'),
+        ['--providers', providers, '--task-queue', taskQueue, '--no-schedules'],
+        { cwd: root, stdio: ['ignore', 'pipe', 'inherit'], env },
       );
       let out = '';
       child.stdout.setEncoding('utf8');
@@ -241,7 +259,7 @@ async function workerRuns(): Promise<void> {
         const rssIdle = rssOf(child.pid!);
         const cpu = cpuOf(child.pid!);
         console.log(
-          `| ${i + 1} | ${(tRunning / 1000).toFixed(2)} | ${(tRpc / 1000).toFixed(2)} | ${(rssThen / MiB).toFixed(0)} | ` +
+          `| ${i + 1} | ${i === 0 ? 'cold' : 'warm'} | ${(tRunning / 1000).toFixed(2)} | ${(tRpc / 1000).toFixed(2)} | ${(rssThen / MiB).toFixed(0)} | ` +
             `${(rssIdle / MiB).toFixed(0)} | ${cpu.toFixed(2)} |`,
         );
       } finally {
@@ -252,6 +270,7 @@ async function workerRuns(): Promise<void> {
   } finally {
     await connection.close();
     rmSync(dir, { recursive: true, force: true });
+    rmSync(cacheHome, { recursive: true, force: true });
   }
 }
 
