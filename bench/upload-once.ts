@@ -10,6 +10,7 @@ import net from 'node:net';
 import { parseArgs } from 'node:util';
 import { LibvirtClient } from '../lib/libvirt/client.ts';
 import { fileChunks } from './file-chunks.ts';
+import { DEFAULT_UPLOAD_CHUNK_BYTES } from '../lib/libvirt/upload.ts';
 
 const { values } = parseArgs({
   options: {
@@ -17,7 +18,7 @@ const { values } = parseArgs({
     pool: { type: 'string' },
     vol: { type: 'string' },
     file: { type: 'string' },
-    chunk: { type: 'string', default: String(256 * 1024) },
+    chunk: { type: 'string', default: String(DEFAULT_UPLOAD_CHUNK_BYTES) },
     'read-bytes': { type: 'string', default: String(256 * 1024) },
     source: { type: 'string', default: 'sync' },
   },

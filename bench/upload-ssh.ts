@@ -22,7 +22,7 @@
  * both ways, no RST) for virsh and for ours, and reports when each noticed and gave up; virsh
  * gets a hard timeout so that the bench always ends.
  *
- *   node bench/upload-ssh.ts [--size-mib 400] [--rounds 5] [--host 0] [--chunks 262144]
+ *   node bench/upload-ssh.ts [--size-mib 400] [--rounds 5] [--host 0] [--chunks 262120]
  *       [--ciphers aes128-gcm@openssh.com] [--read-bytes 262144] [--only ours,virsh,pipes,local]
  *       [--stock-ssh2] [--source sync|async] [--cold-start] [--node-flags '--max-semi-space-size=16'] [--blackhole] [--blackhole-only]
  *       [--virsh-timeout-s 90] [--max-load 1.0] [--json out.json]
@@ -46,13 +46,14 @@ import {
 } from '../test/support/host-faults.ts';
 import { hostTarget, loadTestHosts, localSocketPath } from '../test/support/testhosts.ts';
 import type { TestHost } from '../test/support/testhosts.ts';
+import { DEFAULT_UPLOAD_CHUNK_BYTES } from '../lib/libvirt/upload.ts';
 
 const { values } = parseArgs({
   options: {
     'size-mib': { type: 'string', default: '400' },
     rounds: { type: 'string', default: '5' },
     host: { type: 'string', default: '0' },
-    chunks: { type: 'string', default: String(256 * 1024) },
+    chunks: { type: 'string', default: String(DEFAULT_UPLOAD_CHUNK_BYTES) },
     ciphers: { type: 'string', default: 'aes128-gcm@openssh.com' },
     'read-bytes': { type: 'string', default: String(256 * 1024) },
     blackhole: { type: 'boolean', default: false },
@@ -200,7 +201,7 @@ async function waitForQuiet(max: number): Promise<void> {
 }
 
 const oursKey = (chunk: number, cipher: string, stock = false): string =>
-  `ours over SSH, chunk ${chunk / 1024} KiB, ${cipher}${stock ? ", ssh2's stock writes" : ''}`;
+  `ours over SSH, chunk ${chunk} B, ${cipher}${stock ? ", ssh2's stock writes" : ''}`;
 const OURS_LOCAL = 'ours, local socket';
 const VIRSH = 'virsh vol-upload, qemu+ssh (OpenSSH default cipher)';
 const VIRSH_LOCAL = 'virsh vol-upload, local socket';

@@ -23,13 +23,14 @@ import type { Duplex } from 'node:stream';
 import { sshdPidsFor } from '../test/support/host-faults.ts';
 import { connectLocalSocket, hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
 import { fileChunks } from './file-chunks.ts';
+import { DEFAULT_UPLOAD_CHUNK_BYTES } from '../lib/libvirt/upload.ts';
 
 const { values } = parseArgs({
   options: {
     host: { type: 'string', default: '0' },
     vol: { type: 'string' },
     file: { type: 'string' },
-    chunk: { type: 'string', default: String(256 * 1024) },
+    chunk: { type: 'string', default: String(DEFAULT_UPLOAD_CHUNK_BYTES) },
     'read-bytes': { type: 'string', default: String(256 * 1024) },
     source: { type: 'string', default: 'sync' },
     'sample-ms': { type: 'string', default: '10' },

@@ -7,7 +7,7 @@
  * the sink, listeners, timers and the source are released on every path.
  */
 import { Readable } from 'node:stream';
-import { MessageStatus, procName } from './constants.ts';
+import { Limits, MessageStatus, procName } from './constants.ts';
 import { PACKET_PREFIX_BYTES } from './packet.ts';
 import { Deferred, PacketRing, syncToAsync } from './upload-plumbing.ts';
 import { waitBounded } from '../wait.ts';
@@ -25,8 +25,14 @@ import type { CallObservation } from './observe.ts';
 import type { Packet } from './packet.ts';
 import { errorKind } from '../errors.ts';
 
-/** Default bytes per STREAM packet (see docs/benchmarks.md for the measurement behind it). */
-export const DEFAULT_UPLOAD_CHUNK_BYTES = 256 * 1024;
+/**
+ * Default bytes per STREAM packet: libvirt's legacy stream payload bound (262 120), what virsh
+ * sends. Not 256 KiB: libvirtd writes each packet to the volume as it comes, and writes that all
+ * land on 256 KiB boundaries make the kernel cache the volume in 256 KiB folios, which on a VM
+ * with free-page reporting made 1.6 GiB local uploads 2-3 times slower than virsh's
+ * (docs/benchmarks.md). Keep it off page multiples.
+ */
+export const DEFAULT_UPLOAD_CHUNK_BYTES: number = Limits.LEGACY_PAYLOAD_MAX;
 
 export interface UploadProgress {
   /** Bytes handed to the transport so far. */
@@ -34,7 +40,7 @@ export interface UploadProgress {
 }
 
 export interface UploadOptions extends CallOptions {
-  /** Bytes per STREAM packet. Default 256 KiB (fastest over SSH and local sockets; docs/benchmarks.md). */
+  /** Bytes per STREAM packet. Default DEFAULT_UPLOAD_CHUNK_BYTES (262 120, as virsh; docs/benchmarks.md). */
   chunkBytes?: number;
   /** Longest wait, in ms, for the transport to take more data before the connection is killed. Default 30000. */
   writeIdleTimeoutMs?: number;
