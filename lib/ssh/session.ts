@@ -17,6 +17,7 @@ import {
 } from './errors.ts';
 import { classifyClientError, classifyOpenError } from './classify.ts';
 import { OutgoingPacketPool } from './packet-pool.ts';
+import { ackHostKeysPromptly } from './prompt-ack.ts';
 import type { SshLogger } from './logger.ts';
 import { DEFAULT_LIBVIRT_SOCKET } from '../rules.ts';
 import { settleOnce } from '../wait.ts';
@@ -86,6 +87,7 @@ export class SshSession extends EventEmitter<SessionEvents> {
   /** Reused buffers for ssh2's outgoing packets (see packet-pool.ts); none with `stockSsh2Writes`. */
   readonly packetPool: OutgoingPacketPool | undefined;
   readonly #stockWrites: boolean;
+  #promptAcks: { readonly sent: number } | undefined;
 
   constructor(init: SshSessionInit) {
     super();
@@ -108,6 +110,8 @@ export class SshSession extends EventEmitter<SessionEvents> {
       pool.patchCipher(this.#client);
       this.packetPool = pool;
     }
+    // Registered on 'ready', before ssh2 parses the host-keys notice that follows it.
+    if (!this.#stockWrites) this.#promptAcks = ackHostKeysPromptly(this.#client);
     this.#client.on('handshake', (n: { kex: string; serverHostKey: string; cs: { cipher: string; mac: string } }) => {
       // ssh2 makes a new cipher object for each key exchange.
       this.packetPool?.patchCipher(this.#client);
@@ -125,6 +129,11 @@ export class SshSession extends EventEmitter<SessionEvents> {
     this.#socket.prependListener('end', lost('was closed by the peer'));
     this.#socket.prependListener('close', lost('closed'));
     if (this.#socket.destroyed) lost('closed')();
+  }
+
+  /** SSH_MSG_IGNOREs sent to acknowledge sshd's host-keys proof at once (prompt-ack.ts). */
+  get promptAcks(): number {
+    return this.#promptAcks?.sent ?? 0;
   }
 
   get isDead(): boolean {

@@ -233,6 +233,31 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
   );
 
   void it(
+    'answers the host-keys proof with one SSH_MSG_IGNORE (prompt-ack.ts); the session works; stock writes send none',
+    T,
+    async () => {
+      // sshd holds its next small packet until the proof's reply is acknowledged; the IGNORE carries
+      // that acknowledgement at once (40 ms per dial otherwise). If ssh2's internals change, no IGNORE
+      // goes out and this count stays 0.
+      const waitAcks = async (s: SshSession, n: number): Promise<void> => {
+        for (let i = 0; i < 100 && s.promptAcks < n; i++) await new Promise((r) => setTimeout(r, 20));
+      };
+      const s = await dial(target());
+      await waitAcks(s, 1);
+      assert.equal(s.promptAcks, 1);
+      const ch = await s.openStreamLocal(echo.address, { timeoutMs: 2_000 });
+      const payload = randomBytes(64 * 1024);
+      ch.end(payload);
+      assert.ok((await within(readBytes(ch, payload.length), 5_000, 'echo')).equals(payload));
+      assert.ok(!s.isDead);
+      const stock = await dial(target(), { stockSsh2Writes: true });
+      await new Promise((r) => setTimeout(r, 200));
+      assert.equal(stock.promptAcks, 0);
+      assert.ok(!stock.isDead);
+    },
+  );
+
+  void it(
     'uses the configured cipher list: a listed cipher is negotiated, none in common is Permanent, a bogus name is a config error',
     T,
     async () => {
