@@ -580,6 +580,30 @@ export async function startProxy(
   return { handle, name: input.name, imageKey };
 }
 
+/**
+ * Runs `fn` with a worker serving `f`'s activities (`f.taskQueue` set to its queue) and one proxy
+ * started there with `extra` in its input; `started` collects what the test starts, and all of it
+ * is terminated afterwards.
+ */
+export async function withProxy<T>(
+  e: Env,
+  f: Fakes,
+  fn: (p: Started & { taskQueue: string; started: WorkflowHandle[] }) => Promise<T>,
+  extra: Partial<ProxyWorkflowInput> = {},
+): Promise<T> {
+  const started: WorkflowHandle[] = [];
+  return withWorker(
+    e,
+    f.activities(),
+    async (taskQueue) => {
+      f.taskQueue = taskQueue;
+      const proxy = await startProxy(e, taskQueue, started, extra);
+      return fn({ ...proxy, taskQueue, started });
+    },
+    started,
+  );
+}
+
 /** The failure a workflow ended with (rejects if it completed). */
 export async function failureOf(p: Promise<unknown>): Promise<WorkflowFailedError> {
   try {

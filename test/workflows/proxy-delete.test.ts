@@ -7,7 +7,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { CancelledFailure } from '@temporalio/common';
-import type { WorkflowHandle } from '@temporalio/client';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import { IMAGE_STATUS_QUERY, imageWorkflowId } from '../../shared/image.ts';
 import type { ImageResult, ImageStatus } from '../../shared/image.ts';
@@ -25,11 +24,10 @@ import {
   idle,
   searchAttributes,
   startEnv,
-  startProxy,
   status,
   statusWhen,
   upsertedStates,
-  withWorker,
+  withProxy,
 } from './harness.ts';
 import type { ensureImageWorkflow } from '../../workflows/image.ts';
 import type { Env, Started } from './harness.ts';
@@ -81,42 +79,26 @@ void describe('delete during every state', () => {
       await held(gate, () => (cancelled = true));
       throw new Error('unreachable: the gate never opens');
     };
-    const started: WorkflowHandle[] = [];
-    await withWorker(
-      e,
-      f.activities(),
-      async (tq) => {
-        f.taskQueue = tq;
-        const { handle: h } = await startProxy(e, tq, started);
-        await statusWhen(h, (s) => s.state === 'Pending' && f.count('resolveProxy') === 1, 'Pending');
-        const { outcome } = await deleteProxy(h, 'Pending');
-        assert.equal(outcome.deleted, undefined);
-        assert.ok(cancelled, 'the resolve activity saw its cancellation');
-        assert.deepEqual(f.sequence(), ['resolveProxy']);
-      },
-      started,
-    );
+    await withProxy(e, f, async ({ handle: h }) => {
+      await statusWhen(h, (s) => s.state === 'Pending' && f.count('resolveProxy') === 1, 'Pending');
+      const { outcome } = await deleteProxy(h, 'Pending');
+      assert.equal(outcome.deleted, undefined);
+      assert.ok(cancelled, 'the resolve activity saw its cancellation');
+      assert.deepEqual(f.sequence(), ['resolveProxy']);
+    });
   });
 
   void test('WaitingForCapacity: ends Deleted at once; no create, no delete', opts, async () => {
     const f = new Fakes(e);
     f.survey = () => fullSurvey();
-    const started: WorkflowHandle[] = [];
-    await withWorker(
-      e,
-      f.activities(),
-      async (tq) => {
-        f.taskQueue = tq;
-        const { handle: h } = await startProxy(e, tq, started);
-        await idle(h, 'the capacity backoff', (s) => s.state === 'WaitingForCapacity');
-        const { outcome } = await deleteProxy(h, 'WaitingForCapacity');
-        assert.equal(outcome.deleted, undefined);
-        assert.equal(f.count('createProxyVm'), 0);
-        assert.equal(f.count('deleteProxyVm'), 0);
-        assert.equal(f.count('joinImage'), 0);
-      },
-      started,
-    );
+    await withProxy(e, f, async ({ handle: h }) => {
+      await idle(h, 'the capacity backoff', (s) => s.state === 'WaitingForCapacity');
+      const { outcome } = await deleteProxy(h, 'WaitingForCapacity');
+      assert.equal(outcome.deleted, undefined);
+      assert.equal(f.count('createProxyVm'), 0);
+      assert.equal(f.count('deleteProxyVm'), 0);
+      assert.equal(f.count('joinImage'), 0);
+    });
   });
 
   void test(
@@ -130,37 +112,29 @@ void describe('delete during every state', () => {
         await held(gate, () => (uploadCancelled = true));
         throw new Error('unreachable: the gate never opens');
       };
-      const started: WorkflowHandle[] = [];
-      await withWorker(
-        e,
-        f.activities(),
-        async (tq) => {
-          f.taskQueue = tq;
-          const { handle: h, imageKey } = await startProxy(e, tq, started);
-          const imageId = imageWorkflowId('h2', ENTRY, imageKey);
-          const prov = await statusWhen(
-            h,
-            (s) => s.state === 'Provisioning' && f.count('ensureBaseImage') === 1,
-            'Provisioning, waiting on the image',
-          );
-          assert.equal(prov.image?.workflowId, imageId);
-          const image = e.env.client.workflow.getHandle<typeof ensureImageWorkflow>(imageId);
-          assert.deepEqual((await image.query<ImageStatus>(IMAGE_STATUS_QUERY)).waiters, [h.workflowId]);
+      await withProxy(e, f, async ({ handle: h, imageKey }) => {
+        const imageId = imageWorkflowId('h2', ENTRY, imageKey);
+        const prov = await statusWhen(
+          h,
+          (s) => s.state === 'Provisioning' && f.count('ensureBaseImage') === 1,
+          'Provisioning, waiting on the image',
+        );
+        assert.equal(prov.image?.workflowId, imageId);
+        const image = e.env.client.workflow.getHandle<typeof ensureImageWorkflow>(imageId);
+        assert.deepEqual((await image.query<ImageStatus>(IMAGE_STATUS_QUERY)).waiters, [h.workflowId]);
 
-          await deleteProxy(h, 'Provisioning');
-          assert.equal(f.count('deleteProxyVm'), 0, 'nothing was created');
-          const result: ImageResult = await image.result();
-          assert.deepEqual(result, {
-            ok: false,
-            kind: 'Transient',
-            code: 'IMAGE_ABANDONED',
-            message: 'every waiter left',
-          });
-          assert.deepEqual((await image.query<ImageStatus>(IMAGE_STATUS_QUERY)).waiters, []);
-          await seen(() => uploadCancelled, 'the upload activity to see its cancellation');
-        },
-        started,
-      );
+        await deleteProxy(h, 'Provisioning');
+        assert.equal(f.count('deleteProxyVm'), 0, 'nothing was created');
+        const result: ImageResult = await image.result();
+        assert.deepEqual(result, {
+          ok: false,
+          kind: 'Transient',
+          code: 'IMAGE_ABANDONED',
+          message: 'every waiter left',
+        });
+        assert.deepEqual((await image.query<ImageStatus>(IMAGE_STATUS_QUERY)).waiters, []);
+        await seen(() => uploadCancelled, 'the upload activity to see its cancellation');
+      });
     },
   );
 
@@ -172,68 +146,44 @@ void describe('delete during every state', () => {
       await held(gate, () => (createCancelled = true));
       throw new Error('unreachable: the gate never opens');
     };
-    const started: WorkflowHandle[] = [];
-    await withWorker(
-      e,
-      f.activities(),
-      async (tq) => {
-        f.taskQueue = tq;
-        const { handle: h, name } = await startProxy(e, tq, started);
-        await statusWhen(h, (s) => s.state === 'Provisioning' && f.count('createProxyVm') === 1, 'create in flight');
-        const { outcome } = await deleteProxy(h, 'Provisioning');
-        assert.ok(createCancelled, 'the create activity saw its cancellation');
-        const deletes = f.of<PlacedProxy>('deleteProxyVm');
-        assert.deepEqual(
-          deletes.map((d) => [d.host, d.proxy.name]),
-          [['h2', name]],
-        );
-        assert.equal(outcome.host, 'h2');
-        assert.ok(outcome.deleted);
-      },
-      started,
-    );
+    await withProxy(e, f, async ({ handle: h, name }) => {
+      await statusWhen(h, (s) => s.state === 'Provisioning' && f.count('createProxyVm') === 1, 'create in flight');
+      const { outcome } = await deleteProxy(h, 'Provisioning');
+      assert.ok(createCancelled, 'the create activity saw its cancellation');
+      const deletes = f.of<PlacedProxy>('deleteProxyVm');
+      assert.deepEqual(
+        deletes.map((d) => [d.host, d.proxy.name]),
+        [['h2', name]],
+      );
+      assert.equal(outcome.host, 'h2');
+      assert.ok(outcome.deleted);
+    });
   });
 
   void test('Booting: the VM is deleted', opts, async () => {
     const f = new Fakes(e);
     f.read = () => ({ state: 'Provisioning' });
-    const started: WorkflowHandle[] = [];
-    await withWorker(
-      e,
-      f.activities(),
-      async (tq) => {
-        f.taskQueue = tq;
-        const { handle: h } = await startProxy(e, tq, started);
-        await idle(h, 'a boot poll', (s) => s.state === 'Booting');
-        await deleteProxy(h, 'Booting');
-        assert.deepEqual(
-          f.of<PlacedProxy>('deleteProxyVm').map((d) => d.host),
-          ['h2'],
-        );
-      },
-      started,
-    );
+    await withProxy(e, f, async ({ handle: h }) => {
+      await idle(h, 'a boot poll', (s) => s.state === 'Booting');
+      await deleteProxy(h, 'Booting');
+      assert.deepEqual(
+        f.of<PlacedProxy>('deleteProxyVm').map((d) => d.host),
+        ['h2'],
+      );
+    });
   });
 
   void test('Running: the VM is deleted', opts, async () => {
     const f = new Fakes(e);
-    const started: WorkflowHandle[] = [];
-    await withWorker(
-      e,
-      f.activities(),
-      async (tq) => {
-        f.taskQueue = tq;
-        const { handle: h } = await startProxy(e, tq, started);
-        await idle(h, 'the health loop');
-        const { end } = await deleteProxy(h, 'Running');
-        for (const c of conditionsOf(end)) assert.equal(c.reason, 'Deleted');
-        assert.deepEqual(
-          f.of<PlacedProxy>('deleteProxyVm').map((d) => d.host),
-          ['h2'],
-        );
-      },
-      started,
-    );
+    await withProxy(e, f, async ({ handle: h }) => {
+      await idle(h, 'the health loop');
+      const { end } = await deleteProxy(h, 'Running');
+      for (const c of conditionsOf(end)) assert.equal(c.reason, 'Deleted');
+      assert.deepEqual(
+        f.of<PlacedProxy>('deleteProxyVm').map((d) => d.host),
+        ['h2'],
+      );
+    });
   });
 });
 
@@ -249,52 +199,36 @@ void describe('workflow cancellation', () => {
         await held(gate, () => (uploadCancelled = true));
         throw new Error('unreachable: the gate never opens');
       };
-      const started: WorkflowHandle[] = [];
-      await withWorker(
-        e,
-        f.activities(),
-        async (tq) => {
-          f.taskQueue = tq;
-          const { handle: h, imageKey } = await startProxy(e, tq, started);
-          await statusWhen(h, (s) => s.state === 'Provisioning' && f.count('ensureBaseImage') === 1, 'image wait');
-          await h.cancel();
-          const err = await failureOf(h.result());
-          assert.ok(err.cause instanceof CancelledFailure, `ended with ${String(err.cause)}`);
-          assert.equal((await h.describe()).status.name, 'CANCELLED');
-          const image = e.env.client.workflow.getHandle<typeof ensureImageWorkflow>(
-            imageWorkflowId('h2', ENTRY, imageKey),
-          );
-          const result: ImageResult = await image.result();
-          assert.equal(result.ok, false);
-          assert.equal(!result.ok && result.code, 'IMAGE_ABANDONED');
-          await seen(() => uploadCancelled, 'the upload activity to see its cancellation');
-          assert.equal(f.count('deleteProxyVm'), 0, 'nothing was created');
-          assert.equal((await status(h)).state, 'Deleted');
-        },
-        started,
-      );
+      await withProxy(e, f, async ({ handle: h, imageKey }) => {
+        await statusWhen(h, (s) => s.state === 'Provisioning' && f.count('ensureBaseImage') === 1, 'image wait');
+        await h.cancel();
+        const err = await failureOf(h.result());
+        assert.ok(err.cause instanceof CancelledFailure, `ended with ${String(err.cause)}`);
+        assert.equal((await h.describe()).status.name, 'CANCELLED');
+        const image = e.env.client.workflow.getHandle<typeof ensureImageWorkflow>(
+          imageWorkflowId('h2', ENTRY, imageKey),
+        );
+        const result: ImageResult = await image.result();
+        assert.equal(result.ok, false);
+        assert.equal(!result.ok && result.code, 'IMAGE_ABANDONED');
+        await seen(() => uploadCancelled, 'the upload activity to see its cancellation');
+        assert.equal(f.count('deleteProxyVm'), 0, 'nothing was created');
+        assert.equal((await status(h)).state, 'Deleted');
+      });
     },
   );
 
   void test('cancel while Running: ends Cancelled after deleting the VM', opts, async () => {
     const f = new Fakes(e);
-    const started: WorkflowHandle[] = [];
-    await withWorker(
-      e,
-      f.activities(),
-      async (tq) => {
-        f.taskQueue = tq;
-        const { handle: h } = await startProxy(e, tq, started);
-        await idle(h, 'the health loop');
-        await h.cancel();
-        const err = await failureOf(h.result());
-        assert.ok(err.cause instanceof CancelledFailure);
-        assert.deepEqual(
-          f.of<PlacedProxy>('deleteProxyVm').map((d) => d.host),
-          ['h2'],
-        );
-      },
-      started,
-    );
+    await withProxy(e, f, async ({ handle: h }) => {
+      await idle(h, 'the health loop');
+      await h.cancel();
+      const err = await failureOf(h.result());
+      assert.ok(err.cause instanceof CancelledFailure);
+      assert.deepEqual(
+        f.of<PlacedProxy>('deleteProxyVm').map((d) => d.host),
+        ['h2'],
+      );
+    });
   });
 });
