@@ -5,10 +5,10 @@
  * never appear in messages or logs.
  */
 import { readFile, stat } from 'node:fs/promises';
-import ssh2 from 'ssh2';
 import type { ParsedKey } from 'ssh2';
 import { SshCredentialsError } from './errors.ts';
 import { parseKnownHosts } from './known-hosts.ts';
+import { parseKey } from './ssh2-parts.ts';
 import type { KnownHostsParseResult } from './known-hosts.ts';
 import type { SshTarget } from './target.ts';
 
@@ -51,7 +51,7 @@ export async function loadPrivateKey(keyPath: string, passphrasePath?: string): 
   const data = await readCredentialFile(keyPath, 'SSH private key file', 'keyPath');
   const passphrase = passphrasePath === undefined ? undefined : await readPassphrase(passphrasePath);
   try {
-    const parsed = ssh2.utils.parseKey(data, passphrase);
+    const parsed = parseKey(data, passphrase);
     if (!(parsed instanceof Error)) {
       const key = Array.isArray(parsed) ? (parsed as ParsedKey[])[0] : parsed;
       if (key === undefined || !key.isPrivateKey()) {
@@ -82,7 +82,7 @@ function keyParseError(
   }
   if (passphrasePath !== undefined) {
     // Encrypted with a passphrase that did not decrypt it? Re-parse without one: cheap (no KDF).
-    const bare = ssh2.utils.parseKey(data);
+    const bare = parseKey(data);
     if (bare instanceof Error && NO_PASSPHRASE_RE.test(bare.message)) {
       return new SshCredentialsError(
         `SSH private key ${keyPath} could not be decrypted with the passphrase in ${passphrasePath} ` +

@@ -5,7 +5,6 @@
  */
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import ssh2 from 'ssh2';
 import type { AuthMethod, CipherAlgorithm, ConnectConfig, ServerHostKeyAlgorithm } from 'ssh2';
 import { classifyClientError } from './classify.ts';
 import type { Ssh2Error } from './classify.ts';
@@ -16,6 +15,7 @@ import { HostKeyCheck, hostKeyAlgorithms } from './host-key-check.ts';
 import { fingerprintSha256, knownKeyTypes } from './known-hosts.ts';
 import type { SshLogger } from './logger.ts';
 import { SshSession } from './session.ts';
+import { Client } from './ssh2-parts.ts';
 import type { NegotiatedAlgorithms } from './session.ts';
 import type { SshTarget } from './target.ts';
 import { connectTcp } from './tcp.ts';
@@ -162,7 +162,7 @@ function handshake(
       onAbort: () => new SshAbortedError(`SSH dial to ${where} was aborted`, { cause: signal?.reason }),
     },
     (settle) => {
-      const client = new ssh2.Client();
+      const client = new Client();
       // Permanent guard: ssh2 emits 'error' after we settled too (e.g. a late DISCONNECT).
       client.on('error', () => undefined);
       const hostKey = new HostKeyCheck(target, creds.knownHosts.entries);
