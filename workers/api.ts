@@ -9,13 +9,7 @@
 // Logs are pino JSON lines on stdout (Fastify's request logs included). SIGHUP re-reads the
 // token file; SIGINT/SIGTERM stop accepting connections and finish the requests in flight.
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
-import { loadTokenFile, TokenFileError } from '../api/auth.ts';
 import type { TokenAuth } from '../api/auth.ts';
-import { buildApi } from '../api/server.ts';
-import { temporalWarmer } from '../api/routes-images.ts';
-import { temporalStore } from '../api/store.ts';
-import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
 
 const HELP = `egress-proxies API server (docs/api.md)
@@ -81,6 +75,23 @@ if (tokenFile === undefined || tokenFile === '') {
   process.exit(2);
 }
 
+// The Temporal client, Fastify and the routes load only once the options are known to be good, so
+// that --help and a mistyped option answer at once (docs/benchmarks.md, "Start-up").
+const [
+  { Client, Connection },
+  { loadTokenFile, TokenFileError },
+  { buildApi },
+  { temporalWarmer },
+  { temporalStore },
+  { createLogger, logLevelFromEnv },
+] = await Promise.all([
+  import('@temporalio/client'),
+  import('../api/auth.ts'),
+  import('../api/server.ts'),
+  import('../api/routes-images.ts'),
+  import('../api/store.ts'),
+  import('../lib/log/logger.ts'),
+]);
 const log = createLogger({ name: 'api', level: logLevelFromEnv() });
 let auth: TokenAuth;
 try {

@@ -40,18 +40,25 @@ Options:
 
 Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE (default), LOG_LEVEL (warn).`;
 
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: {
-    name: { type: 'string', default: 'operator' },
-    providers: { type: 'string' },
-    entry: { type: 'string' },
-    image: { type: 'string', default: 'proxy' },
-    'wait-ms': { type: 'string', default: '1200000' },
-    'timeout-ms': { type: 'string', default: '30000' },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-});
+let parsed;
+try {
+  parsed = parseArgs({
+    allowPositionals: true,
+    options: {
+      name: { type: 'string', default: 'operator' },
+      providers: { type: 'string' },
+      entry: { type: 'string' },
+      image: { type: 'string', default: 'proxy' },
+      'wait-ms': { type: 'string', default: '1200000' },
+      'timeout-ms': { type: 'string', default: '30000' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
+  });
+} catch (err) {
+  process.stderr.write(`${(err as Error).message}\n\n${HELP}\n`);
+  process.exit(2);
+}
+const { values, positionals } = parsed;
 const [command, ...rest] = positionals;
 const timeoutMs = Number(values['timeout-ms']);
 if (values.help || command === undefined) {

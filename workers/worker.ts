@@ -9,22 +9,13 @@
 // LOG_LEVEL (default info). Logs, including the Temporal SDK's and Core's, are pino JSON lines on
 // stdout. SIGINT/SIGTERM shut down gracefully: no new tasks, activities in flight get
 // --shutdown-grace-ms to finish and are then cancelled, and every SSH link is killed.
+import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Runtime, Worker } from '@temporalio/worker';
-import { createActivities } from '../activities/index.ts';
-import { HostRegistry } from '../activities/hosts.ts';
-import { ConfigError, loadProvidersFile } from '../lib/config/index.ts';
-import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
-import { sdkLoggerFromPino, sdkLogLevelFor } from '../lib/log/temporal-adapter.ts';
+import type { Connection } from '@temporalio/client';
+import type { NativeConnection } from '@temporalio/worker';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
-import { ensureSchedules } from './schedules.ts';
-import { serveMetrics } from './metrics.ts';
-import { createWorkerMetrics } from '../activities/metrics.ts';
-import type { Server } from 'node:http';
-import { setupTracing } from './telemetry.ts';
-import { defaultBundleCacheDir, loadWorkflowBundle } from './workflow-bundle.ts';
+import { defaultBundleCacheDir } from './workflow-bundle.ts';
 
 const HELP = `egress-proxies worker: runs the proxy, image, GC and health workflows and their activities.
 
@@ -48,22 +39,28 @@ Options:
 
 Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE (default), LOG_LEVEL (info).`;
 
-const { values } = parseArgs({
-  options: {
-    providers: { type: 'string', default: process.env['EP_PROVIDERS_FILE'] || '.data/providers.yaml' },
-    'task-queue': { type: 'string', default: process.env['TEMPORAL_TASK_QUEUE'] || TASK_QUEUE },
-    'max-activities': { type: 'string', default: '100' },
-    'max-workflow-tasks': { type: 'string', default: '40' },
-    'shutdown-grace-ms': { type: 'string', default: '10000' },
-    'no-schedules': { type: 'boolean', default: false },
-    'metrics-listen': { type: 'string', default: process.env['EP_WORKER_METRICS_LISTEN'] },
-    'workflow-bundle-cache': {
-      type: 'string',
-      default: process.env['EP_WORKFLOW_BUNDLE_CACHE'] || defaultBundleCacheDir(),
+let values;
+try {
+  ({ values } = parseArgs({
+    options: {
+      providers: { type: 'string', default: process.env['EP_PROVIDERS_FILE'] || '.data/providers.yaml' },
+      'task-queue': { type: 'string', default: process.env['TEMPORAL_TASK_QUEUE'] || TASK_QUEUE },
+      'max-activities': { type: 'string', default: '100' },
+      'max-workflow-tasks': { type: 'string', default: '40' },
+      'shutdown-grace-ms': { type: 'string', default: '10000' },
+      'no-schedules': { type: 'boolean', default: false },
+      'metrics-listen': { type: 'string', default: process.env['EP_WORKER_METRICS_LISTEN'] },
+      'workflow-bundle-cache': {
+        type: 'string',
+        default: process.env['EP_WORKFLOW_BUNDLE_CACHE'] || defaultBundleCacheDir(),
+      },
+      help: { type: 'boolean', short: 'h', default: false },
     },
-    help: { type: 'boolean', short: 'h', default: false },
-  },
-});
+  }));
+} catch (err) {
+  process.stderr.write(`${(err as Error).message}\n\n${HELP}\n`);
+  process.exit(2);
+}
 if (values.help) {
   process.stdout.write(HELP + '\n');
   process.exit(0);
@@ -79,6 +76,42 @@ const positive = (name: string, text: string): number => {
 const maxActivities = positive('max-activities', values['max-activities']);
 const maxWorkflowTasks = positive('max-workflow-tasks', values['max-workflow-tasks']);
 const shutdownGraceMs = positive('shutdown-grace-ms', values['shutdown-grace-ms']);
+const listen = values['metrics-listen'];
+const listenMatch = listen === undefined ? undefined : /^(.+):(\d{1,5})$/.exec(listen);
+if (listen !== undefined && (!listenMatch || Number(listenMatch[2]) > 65535)) {
+  process.stderr.write(`--metrics-listen must be HOST:PORT (e.g. 127.0.0.1:9464), got ${JSON.stringify(listen)}\n`);
+  process.exit(2);
+}
+
+// The SDK, its native runtime and our activities load only once the options are known to be good,
+// so that --help and a mistyped option answer at once (docs/benchmarks.md, "Start-up").
+const [
+  { Client, Connection: ClientConnection },
+  { NativeConnection: WorkerConnection, Runtime, Worker },
+  { createActivities },
+  { HostRegistry },
+  { ConfigError, loadProvidersFile },
+  { createLogger, logLevelFromEnv },
+  { sdkLoggerFromPino, sdkLogLevelFor },
+  { ensureSchedules },
+  { serveMetrics },
+  { createWorkerMetrics },
+  { setupTracing },
+  { loadWorkflowBundle },
+] = await Promise.all([
+  import('@temporalio/client'),
+  import('@temporalio/worker'),
+  import('../activities/index.ts'),
+  import('../activities/hosts.ts'),
+  import('../lib/config/index.ts'),
+  import('../lib/log/logger.ts'),
+  import('../lib/log/temporal-adapter.ts'),
+  import('./schedules.ts'),
+  import('./metrics.ts'),
+  import('../activities/metrics.ts'),
+  import('./telemetry.ts'),
+  import('./workflow-bundle.ts'),
+]);
 
 /** The workflow bundle's entry; workers/workflow-bundle.ts bundles it (or finds it bundled). */
 const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
@@ -116,8 +149,8 @@ log.info({ address, namespace, taskQueue, providers: values.providers }, 'worker
 let connection: NativeConnection;
 let clientConnection: Connection;
 try {
-  connection = await NativeConnection.connect({ address });
-  clientConnection = await Connection.connect({ address, connectTimeout: 10_000 });
+  connection = await WorkerConnection.connect({ address });
+  clientConnection = await ClientConnection.connect({ address, connectTimeout: 10_000 });
 } catch (err) {
   log.fatal(
     { err, address },
@@ -127,12 +160,6 @@ try {
 }
 const client = new Client({ connection: clientConnection, namespace });
 let metricsServer: Server | undefined;
-const listen = values['metrics-listen'];
-const listenMatch = listen === undefined ? undefined : /^(.+):(\d{1,5})$/.exec(listen);
-if (listen !== undefined && (!listenMatch || Number(listenMatch[2]) > 65535)) {
-  process.stderr.write(`--metrics-listen must be HOST:PORT (e.g. 127.0.0.1:9464), got ${JSON.stringify(listen)}\n`);
-  process.exit(2);
-}
 const metrics = listenMatch ? createWorkerMetrics() : undefined;
 const registry = new HostRegistry(config, log.child({ component: 'ssh' }), metrics);
 const tracing = setupTracing(log.child({ component: 'otel' }));

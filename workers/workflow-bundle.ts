@@ -16,7 +16,6 @@ import { lstat, mkdir, readdir, readFile, rename, rm, stat, writeFile } from 'no
 import { createRequire } from 'node:module';
 import { homedir } from 'node:os';
 import { join, relative, sep } from 'node:path';
-import { bundleWorkflowCode } from '@temporalio/worker';
 import type { BundleOptions, BundlerPlugin } from '@temporalio/worker';
 import type { Logger } from 'pino';
 
@@ -128,6 +127,9 @@ export async function loadWorkflowBundle(o: WorkflowBundleOptions): Promise<Load
     const code = await readFile(file, 'utf8').catch(() => undefined);
     if (code !== undefined && code.length > 0) return done(code, 'cache');
   }
+  // Loaded here, not at the top: the worker imports this module for its --help default, before it
+  // knows it will start, and the SDK's bundler (webpack) takes a noticeable part of a second to load.
+  const { bundleWorkflowCode } = await import('@temporalio/worker');
   const { code } = await bundleWorkflowCode({
     workflowsPath: o.workflowsPath,
     plugins: o.plugins,

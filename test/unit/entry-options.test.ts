@@ -1,0 +1,84 @@
+/**
+ * The long-running entry points as an operator first meets them: `--help` exits 0, an unknown
+ * option or a bad value exits 2 with the error (and, for an unknown option, the help), and all of
+ * it happens before the Temporal SDK is loaded, so that the answer comes at once and does not
+ * depend on Temporal being up. TEMPORAL_ADDRESS points where nothing listens: an option that was
+ * checked only after connecting would exit 1, not 2.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, it } from 'node:test';
+
+const root = fileURLToPath(new URL('../../', import.meta.url));
+
+/** On exit, the child says whether any Temporal SDK module was loaded (they are CommonJS). */
+const SDK_PROBE =
+  'data:text/javascript,' +
+  encodeURIComponent(
+    "import { createRequire } from 'node:module'; const cache = createRequire(process.cwd() + '/').cache;" +
+      " process.on('exit', () => process.stderr.write(`sdk-loaded=${Object.keys(cache).some((k) => k.includes('@temporalio'))}\\n`));",
+  );
+
+function run(bin: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', SDK_PROBE, join(root, 'bin', bin), ...args],
+      { cwd: root, timeout: 30_000, env: { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:9' } },
+      (err, stdout, stderr) => {
+        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+const CASES: { bin: string; help: RegExp; bad: [string[], RegExp][] }[] = [
+  {
+    bin: 'worker',
+    help: /--metrics-listen/,
+    bad: [
+      [['--max-activities', 'x'], /--max-activities must be a positive whole number/],
+      [['--metrics-listen', 'nope'], /--metrics-listen must be HOST:PORT/],
+    ],
+  },
+  {
+    bin: 'api',
+    help: /--token-file/,
+    bad: [
+      [['--port', '70000', '--token-file', '/nonexistent'], /--port must be at most 65535/],
+      [[], /--token-file FILE is required/],
+    ],
+  },
+  {
+    bin: 'cli',
+    help: /host-check/,
+    bad: [[['smoke', '--timeout-ms', '0'], /--timeout-ms must be a positive whole number/]],
+  },
+];
+
+describe('entry points answer --help and bad options before loading the SDK', { timeout: 120_000 }, () => {
+  for (const { bin, help, bad } of CASES) {
+    it(`bin/${bin}`, async () => {
+      const h = await run(bin, ['--help']);
+      assert.equal(h.code, 0, h.stderr);
+      assert.match(h.stdout, help);
+      assert.match(h.stderr, /sdk-loaded=false/);
+
+      const unknown = await run(bin, ['--bogus']);
+      assert.equal(unknown.code, 2, unknown.stderr);
+      assert.match(unknown.stderr, /Unknown option '--bogus'/);
+      assert.match(unknown.stderr, help, 'the help follows the error');
+      assert.match(unknown.stderr, /sdk-loaded=false/);
+
+      for (const [args, message] of bad) {
+        const r = await run(bin, args);
+        assert.equal(r.code, 2, `${args.join(' ')}: ${r.stderr}`);
+        assert.match(r.stderr, message);
+        assert.match(r.stderr, /sdk-loaded=false/);
+      }
+    });
+  }
+});
