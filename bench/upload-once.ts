@@ -57,6 +57,9 @@ process.stdout.write(
   JSON.stringify({
     seconds,
     bytes: res.bytes,
+    // ms since this process started: when the timed span began, and when this line was written.
+    startedMs: started,
+    endMs: performance.now(),
     idleRss: idle,
     peakRss: peak,
     maxRssKiB: process.resourceUsage().maxRSS,

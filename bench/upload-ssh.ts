@@ -17,7 +17,9 @@
  * For every variant it prints the whole process (wall, CPU user+system of the command and its
  * children, orphans included (bench/reap), peak RSS: GNU time) and, for ours, the in-process figures (dial or connect to the
  * confirmed finish: seconds, `process.cpuUsage`, RSS growth = peak minus idle), each as median
- * (min-max, max/min); then the ratios of medians against the anchors with the issue's goals.
+ * (min-max, max/min); then where our whole-process time goes (start to the dial, the upload, the
+ * close, exit and wrapper; beside `node -e 0` started the same way, the floor of any Node command);
+ * then the ratios of medians against the anchors with the issue's goals.
  * With `--blackhole`, it also black-holes the host's SSH port mid-upload (every segment dropped
  * both ways, no RST) for virsh and for ours, and reports when each noticed and gave up; virsh
  * gets a hard timeout so that the bench always ends.
@@ -179,6 +181,9 @@ interface Sample {
   inS?: number;
   inCpuS?: number;
   growth?: number;
+  /** Ours: from the process's start to the dial (or connect), and from the confirmed finish to its last line. */
+  startS?: number;
+  closeS?: number;
 }
 interface Row {
   samples: Sample[];
@@ -207,15 +212,24 @@ const VIRSH = 'virsh vol-upload, qemu+ssh (OpenSSH default cipher)';
 const VIRSH_LOCAL = 'virsh vol-upload, local socket';
 const PIPE_DEFAULT = "pipe: cat | ssh 'cat >/dev/null' (default cipher)";
 const PIPE_GCM = `pipe: cat | ssh -c ${GCM} 'cat >/dev/null'`;
+const NODE_FLOOR = 'node doing nothing (`-e 0`), started as ours are';
 
 interface OnceResult {
   seconds: number;
+  startedMs: number;
+  endMs: number;
   idleRss: number;
   peakRss: number;
   cpuUserS: number;
   cpuSystemS: number;
   cipher?: string;
 }
+
+/** Where a child's own time went besides the upload (the rest of its whole-process time is exit and the wrapper). */
+const phases = (r: OnceResult): { startS: number; closeS: number } => ({
+  startS: r.startedMs / 1000,
+  closeS: (r.endMs - r.startedMs) / 1000 - r.seconds,
+});
 
 function throughput(file: string): void {
   const vol = `ep-bench-ssh-${process.pid}.raw`;
@@ -258,6 +272,7 @@ function throughput(file: string): void {
         inS: r.seconds,
         inCpuS: r.cpuUserS + r.cpuSystemS,
         growth: r.peakRss - r.idleRss,
+        ...phases(r),
       });
     };
   const oursLocal = (): void => {
@@ -293,6 +308,7 @@ function throughput(file: string): void {
       inS: r.seconds,
       inCpuS: r.cpuUserS + r.cpuSystemS,
       growth: r.peakRss - r.idleRss,
+      ...phases(r),
     });
   };
   const pipe = (key: string, cipherArg: string) => (): void => {
@@ -308,8 +324,15 @@ function throughput(file: string): void {
     ]);
     record(key, false, 'ssh', { wholeS: p.secs, wholeCpuS: p.cpu, peakRssKiB: p.maxRssKiB });
   };
+  // What any Node command pays before and after its work, under the same wrapper: the floor of
+  // our whole-process figures.
+  const nodeFloor = (): void => {
+    const t = timed([process.execPath, ...nodeFlags, ...launch, '-e', '0'], oursEnv);
+    record(NODE_FLOOR, false, 'local', { wholeS: t.secs, wholeCpuS: t.cpu, peakRssKiB: t.maxRssKiB });
+  };
   const jobs: (() => void)[] = [
     ...(want('ours') ? ciphers.flatMap((cipher) => chunks.map((chunk) => ours(chunk, cipher))) : []),
+    ...(want('ours') || want('local') ? [nodeFloor] : []),
     ...(want('ours') && values['stock-ssh2'] ? [ours(chunks[0]!, ciphers[0]!, true)] : []),
     ...(want('virsh')
       ? [
@@ -618,6 +641,30 @@ if (Object.keys(results).length > 0) {
       `| ${key.replaceAll('|', '\\|')} | ${fmtSpread(whole)} | ${fmtSpread(inProc)} | ${((sizeMiB * MiB) / 1e6 / whole.med).toFixed(0)} | ` +
         `${cpuW.toFixed(2)} / ${Number.isNaN(cpuI) ? '—' : cpuI.toFixed(2)} | ${rss.toFixed(0)} | ${Number.isNaN(growth.med) ? '—' : `${growth.med.toFixed(1)} (${growth.min.toFixed(1)}-${growth.max.toFixed(1)})`} |`,
     );
+  }
+  // Where our whole-process time goes: start (Node, our modules, the set-up before the dial), the
+  // upload itself, the close after the confirmed finish, and the rest (exit, and the wrapper's own
+  // start, which every row carries).
+  const ourRows = Object.entries(results).filter(([, r]) => r.ours);
+  if (ourRows.length > 0) {
+    console.log('');
+    console.log('| ours: medians, s | whole process | start to dial/connect | in process | close | exit and wrapper |');
+    console.log('|---|---|---|---|---|---|');
+    for (const [key, r] of ourRows) {
+      const m = (pick: (s: Sample) => number | undefined): string => spread(r.samples, pick).med.toFixed(3);
+      const rest = (x: Sample): number | undefined =>
+        x.startS === undefined || x.inS === undefined || x.closeS === undefined
+          ? undefined
+          : x.wholeS - x.startS - x.inS - x.closeS;
+      console.log(
+        `| ${key.replaceAll('|', '\\|')} | ${m((x) => x.wholeS)} | ${m((x) => x.startS)} | ${m((x) => x.inS)} | ${m((x) => x.closeS)} | ${m(rest)} |`,
+      );
+    }
+    if (results[NODE_FLOOR]) {
+      console.log(
+        `| ${NODE_FLOOR.replaceAll('|', '\\|')} | ${spread(results[NODE_FLOOR].samples, (x) => x.wholeS).med.toFixed(3)} | | | | |`,
+      );
+    }
   }
   // Ratios of medians against the anchors, with the issue's goals.
   const med = (key: string, pick: (s: Sample) => number | undefined): number =>
