@@ -207,7 +207,8 @@ async function waitForQuiet(max: number): Promise<void> {
 
 const oursKey = (chunk: number, cipher: string, stock = false): string =>
   `ours over SSH, chunk ${chunk} B, ${cipher}${stock ? ", ssh2's stock writes" : ''}`;
-const OURS_LOCAL = 'ours, local socket';
+const oursLocalKey = (chunk: number): string =>
+  chunks.length > 1 ? `ours, local socket, chunk ${chunk} B` : 'ours, local socket';
 const VIRSH = 'virsh vol-upload, qemu+ssh (OpenSSH default cipher)';
 const VIRSH_LOCAL = 'virsh vol-upload, local socket';
 const PIPE_DEFAULT = "pipe: cat | ssh 'cat >/dev/null' (default cipher)";
@@ -275,7 +276,7 @@ function throughput(file: string): void {
         ...phases(r),
       });
     };
-  const oursLocal = (): void => {
+  const oursLocal = (chunk: number) => (): void => {
     freshVol(vol);
     const t = timed(
       [
@@ -292,7 +293,7 @@ function throughput(file: string): void {
         '--file',
         file,
         '--chunk',
-        String(chunks[0]),
+        String(chunk),
         '--read-bytes',
         values['read-bytes'],
         '--source',
@@ -301,7 +302,7 @@ function throughput(file: string): void {
       oursEnv,
     );
     const r = JSON.parse(t.stdout) as OnceResult;
-    record(OURS_LOCAL, true, 'local', {
+    record(oursLocalKey(chunk), true, 'local', {
       wholeS: t.secs,
       wholeCpuS: t.cpu,
       peakRssKiB: t.maxRssKiB,
@@ -346,7 +347,7 @@ function throughput(file: string): void {
     ...(want('pipes') ? [pipe(PIPE_DEFAULT, ''), pipe(PIPE_GCM, `-c ${GCM}`)] : []),
     ...(want('local')
       ? [
-          oursLocal,
+          ...chunks.map(oursLocal),
           (): void => {
             freshVol(vol);
             // virsh inside the host's namespaces, on its unix socket (nsenter's own cost is a few ms).
