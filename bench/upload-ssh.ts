@@ -682,7 +682,8 @@ if (Object.keys(results).length > 0) {
     } else {
       goals.push([`${key} / virsh local, in process`, key, (x) => x.inS, VIRSH_LOCAL, 1.0]);
       goals.push([`${key} / virsh local, whole process`, key, (x) => x.wholeS, VIRSH_LOCAL, 1.0]);
-      goals.push([`${key} CPU / virsh local CPU (whole process)`, key, (x) => x.wholeCpuS, VIRSH_LOCAL, 1.0]);
+      // Shown, not a goal: the issue's CPU goal is over SSH, against virsh with its ssh.
+      goals.push([`${key} CPU / virsh local CPU (whole process)`, key, (x) => x.wholeCpuS, VIRSH_LOCAL, NaN]);
     }
   }
   console.log('');
@@ -693,7 +694,8 @@ if (Object.keys(results).length > 0) {
     const anchorPick = isCpu ? (x: Sample) => x.wholeCpuS : (x: Sample) => x.wholeS;
     const v = med(key, pick) / med(anchor, anchorPick);
     if (Number.isNaN(v)) continue;
-    console.log(`| ${label.replaceAll('|', '\\|')} | ${v.toFixed(2)} | ≤ ${goal} | ${v <= goal ? 'yes' : 'no'} |`);
+    const verdict = Number.isNaN(goal) ? '(not a goal) | —' : `≤ ${goal} | ${v <= goal ? 'yes' : 'no'}`;
+    console.log(`| ${label.replaceAll('|', '\\|')} | ${v.toFixed(2)} | ${verdict} |`);
   }
   for (const [key, r] of Object.entries(results)) {
     if (!r.ours) continue;
