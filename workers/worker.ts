@@ -37,7 +37,9 @@ Options:
                             unless given (e.g. 127.0.0.1:9464; port 0 picks one, logged)
   -h, --help                this text
 
-Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE (default), LOG_LEVEL (info).`;
+Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE (default), LOG_LEVEL (info).
+Exit codes: 0 stopped by a signal, 1 Temporal unreachable or the worker failed, 2 bad options or
+providers file.`;
 
 let values;
 try {
