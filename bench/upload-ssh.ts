@@ -226,91 +226,71 @@ interface OnceResult {
   cipher?: string;
 }
 
-/** Where a child's own time went besides the upload (the rest of its whole-process time is exit and the wrapper). */
-const phases = (r: OnceResult): { startS: number; closeS: number } => ({
-  startS: r.startedMs / 1000,
-  closeS: (r.endMs - r.startedMs) / 1000 - r.seconds,
-});
-
 function throughput(file: string): void {
   const vol = `ep-bench-ssh-${process.pid}.raw`;
   const only = values.only === undefined ? undefined : new Set(values.only.split(','));
   const want = (what: string): boolean => only === undefined || only.has(what);
-  const ours =
-    (chunk: number, cipher: string, stock = false) =>
-    (): void => {
-      freshVol(vol);
-      const t = timed(
-        [
-          process.execPath,
-          ...nodeFlags,
-          ...launch,
-          join(here, 'upload-ssh-once.ts'),
-          '--host',
-          String(hostIndex),
-          '--vol',
-          vol,
-          '--file',
-          file,
-          '--chunk',
-          String(chunk),
-          '--read-bytes',
-          values['read-bytes'],
-          '--source',
-          values.source,
-          '--cipher',
-          cipher,
-          ...(stock ? ['--stock-ssh2'] : []),
-        ],
-        oursEnv,
-      );
-      const r = JSON.parse(t.stdout) as OnceResult;
-      if (r.cipher !== cipher) throw new Error(`negotiated ${String(r.cipher)}, asked for ${cipher}`);
-      record(oursKey(chunk, cipher, stock), true, 'ssh', {
-        wholeS: t.secs,
-        wholeCpuS: t.cpu,
-        peakRssKiB: t.maxRssKiB,
-        inS: r.seconds,
-        inCpuS: r.cpuUserS + r.cpuSystemS,
-        growth: r.peakRss - r.idleRss,
-        ...phases(r),
-      });
-    };
-  const oursLocal = (chunk: number) => (): void => {
+  /** Runs one of our upload children into a fresh volume, as every row of ours is run: its line and figures. */
+  const runOurs = (script: string, args: string[]): { r: OnceResult; sample: Sample } => {
     freshVol(vol);
     const t = timed(
       [
         process.execPath,
         ...nodeFlags,
         ...launch,
-        join(here, 'upload-once.ts'),
-        '--socket',
-        localSocketPath(host),
-        '--pool',
-        host.pool,
+        join(here, script),
         '--vol',
         vol,
         '--file',
         file,
-        '--chunk',
-        String(chunk),
         '--read-bytes',
         values['read-bytes'],
         '--source',
         values.source,
+        ...args,
       ],
       oursEnv,
     );
     const r = JSON.parse(t.stdout) as OnceResult;
-    record(oursLocalKey(chunk), true, 'local', {
-      wholeS: t.secs,
-      wholeCpuS: t.cpu,
-      peakRssKiB: t.maxRssKiB,
-      inS: r.seconds,
-      inCpuS: r.cpuUserS + r.cpuSystemS,
-      growth: r.peakRss - r.idleRss,
-      ...phases(r),
-    });
+    return {
+      r,
+      sample: {
+        wholeS: t.secs,
+        wholeCpuS: t.cpu,
+        peakRssKiB: t.maxRssKiB,
+        inS: r.seconds,
+        inCpuS: r.cpuUserS + r.cpuSystemS,
+        growth: r.peakRss - r.idleRss,
+        startS: r.startedMs / 1000,
+        closeS: (r.endMs - r.startedMs) / 1000 - r.seconds,
+      },
+    };
+  };
+  const ours =
+    (chunk: number, cipher: string, stock = false) =>
+    (): void => {
+      const { r, sample } = runOurs('upload-ssh-once.ts', [
+        '--host',
+        String(hostIndex),
+        '--chunk',
+        String(chunk),
+        '--cipher',
+        cipher,
+        ...(stock ? ['--stock-ssh2'] : []),
+      ]);
+      if (r.cipher !== cipher) throw new Error(`negotiated ${String(r.cipher)}, asked for ${cipher}`);
+      record(oursKey(chunk, cipher, stock), true, 'ssh', sample);
+    };
+  const oursLocal = (chunk: number) => (): void => {
+    const { sample } = runOurs('upload-once.ts', [
+      '--socket',
+      localSocketPath(host),
+      '--pool',
+      host.pool,
+      '--chunk',
+      String(chunk),
+    ]);
+    record(oursLocalKey(chunk), true, 'local', sample);
   };
   const pipe = (key: string, cipherArg: string) => (): void => {
     settle();

@@ -8,7 +8,7 @@
 // key of list page tokens; set the same on every replica), LOG_LEVEL (default info).
 // Logs are pino JSON lines on stdout (Fastify's request logs included). SIGHUP re-reads the
 // token file; SIGINT/SIGTERM stop accepting connections and finish the requests in flight.
-import { parseArgs } from 'node:util';
+import { parseArgsOrExit } from './options.ts';
 import type { TokenAuth } from '../api/auth.ts';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
 
@@ -32,9 +32,8 @@ EP_API_PAGE_TOKEN_SECRET (key of list page tokens; default random per process: s
 every replica behind one address).
 Exit codes: 0 stopped by a signal, 1 failed while running, 2 bad options or token file.`;
 
-let values;
-try {
-  ({ values } = parseArgs({
+const { values } = parseArgsOrExit(
+  {
     options: {
       'token-file': { type: 'string', default: process.env['EP_API_TOKEN_FILE'] },
       listen: { type: 'string', default: '127.0.0.1' },
@@ -45,11 +44,9 @@ try {
       'allow-open-proxy': { type: 'boolean', default: false },
       help: { type: 'boolean', short: 'h', default: false },
     },
-  }));
-} catch (err) {
-  process.stderr.write(`${(err as Error).message}\n\n${HELP}\n`);
-  process.exit(2);
-}
+  },
+  HELP,
+);
 if (values.help) {
   process.stdout.write(HELP + '\n');
   process.exit(0);

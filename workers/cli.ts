@@ -8,7 +8,7 @@
 //
 // Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`),
 // LOG_LEVEL (default warn for the CLI). Output: JSON on stdout; logs: JSON lines on stderr.
-import { parseArgs } from 'node:util';
+import { parseArgsOrExit } from './options.ts';
 import type { SmokeResult } from '../shared/smoke.ts';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
 // Each command loads what it needs (the Temporal client, the SSH side) when it runs, so that
@@ -40,9 +40,8 @@ Options:
 
 Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE (default), LOG_LEVEL (warn).`;
 
-let parsed;
-try {
-  parsed = parseArgs({
+const { values, positionals } = parseArgsOrExit(
+  {
     allowPositionals: true,
     options: {
       name: { type: 'string', default: 'operator' },
@@ -53,12 +52,9 @@ try {
       'timeout-ms': { type: 'string', default: '30000' },
       help: { type: 'boolean', short: 'h', default: false },
     },
-  });
-} catch (err) {
-  process.stderr.write(`${(err as Error).message}\n\n${HELP}\n`);
-  process.exit(2);
-}
-const { values, positionals } = parsed;
+  },
+  HELP,
+);
 const [command, ...rest] = positionals;
 const timeoutMs = Number(values['timeout-ms']);
 if (values.help || command === undefined) {
@@ -143,12 +139,8 @@ try {
     process.exitCode = 2;
   }
 } catch (err) {
-  // A bad providers file or host-check arguments (their modules are loaded: the error came from them).
-  const [{ ConfigError }, { HostCheckUsageError }] = await Promise.all([
-    import('../lib/config/index.ts'),
-    import('./host-check.ts'),
-  ]);
-  const usage = err instanceof ConfigError || err instanceof UsageError || err instanceof HostCheckUsageError;
+  // A bad providers file or host-check arguments (host-check.ts is loaded: the error came from it).
+  const usage = err instanceof UsageError || (await import('./host-check.ts')).isUsageError(err);
   if (!usage) log.error({ err }, 'command failed');
   process.stderr.write(`${(err as Error).message}\n`);
   process.exitCode = usage ? 2 : 1;

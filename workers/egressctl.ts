@@ -370,22 +370,14 @@ async function watch(
   }
 }
 
-/** A bad providers file or host-check arguments: exit 2. (Loaded here: the error came from them.) */
-async function isUsageError(err: unknown): Promise<boolean> {
-  const [{ ConfigError }, { HostCheckUsageError }] = await Promise.all([
-    import('../lib/config/index.ts'),
-    import('./host-check.ts'),
-  ]);
-  return err instanceof ConfigError || err instanceof HostCheckUsageError;
-}
-
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (err) {
   if (err instanceof CliError) {
     process.stderr.write(`${err.message}\n`);
     process.exitCode = err.code;
-  } else if (await isUsageError(err)) {
+  } else if ((await import('./host-check.ts')).isUsageError(err)) {
+    // A bad providers file or host-check arguments (host-check.ts is loaded: the error came from it).
     process.stderr.write(`${(err as Error).message}\n`);
     process.exitCode = EXIT.usage;
   } else {

@@ -1,7 +1,7 @@
 // Host check: dial each host of the providers file (or of one entry) over SSH on a health link of
 // its own, forward the libvirt socket, and report reachability, round trip, versions and pool
 // space. Shared by `node workers/cli.ts host-check` and `egressctl hosts check`.
-import { loadProvidersFile } from '../lib/config/index.ts';
+import { ConfigError, loadProvidersFile } from '../lib/config/index.ts';
 import { HostLinks } from '../lib/ssh/pool.ts';
 import { hostHealth, hostLinksOptions, hostTarget } from '../lib/kvm2/index.ts';
 import type { HostHealth } from '../lib/kvm2/index.ts';
@@ -10,6 +10,11 @@ import type { Logger } from '../lib/log/logger.ts';
 
 /** A bad request of the caller (unknown entry): the CLIs exit 2 on it. */
 export class HostCheckUsageError extends Error {}
+
+/** A bad providers file or host-check arguments: the CLIs' usage errors (exit 2). */
+export function isUsageError(err: unknown): boolean {
+  return err instanceof ConfigError || err instanceof HostCheckUsageError;
+}
 
 /** One host's line: its health, or why it is unreachable. */
 export type HostCheckLine =

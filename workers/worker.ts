@@ -11,10 +11,10 @@
 // --shutdown-grace-ms to finish and are then cancelled, and every SSH link is killed.
 import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import type { Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { TASK_QUEUE } from '../shared/task-queues.ts';
+import { parseArgsOrExit } from './options.ts';
 import { defaultBundleCacheDir } from './workflow-bundle.ts';
 
 const HELP = `egress-proxies worker: runs the proxy, image, GC and health workflows and their activities.
@@ -41,9 +41,8 @@ Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE (default), LO
 Exit codes: 0 stopped by a signal, 1 Temporal unreachable or the worker failed, 2 bad options or
 providers file.`;
 
-let values;
-try {
-  ({ values } = parseArgs({
+const { values } = parseArgsOrExit(
+  {
     options: {
       providers: { type: 'string', default: process.env['EP_PROVIDERS_FILE'] || '.data/providers.yaml' },
       'task-queue': { type: 'string', default: process.env['TEMPORAL_TASK_QUEUE'] || TASK_QUEUE },
@@ -58,11 +57,9 @@ try {
       },
       help: { type: 'boolean', short: 'h', default: false },
     },
-  }));
-} catch (err) {
-  process.stderr.write(`${(err as Error).message}\n\n${HELP}\n`);
-  process.exit(2);
-}
+  },
+  HELP,
+);
 if (values.help) {
   process.stdout.write(HELP + '\n');
   process.exit(0);

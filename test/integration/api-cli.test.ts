@@ -44,20 +44,16 @@ function freePort(): Promise<number> {
     });
   });
 }
+import { runCommand } from '../support/run.ts';
+import type { CommandResult } from '../support/run.ts';
 import { loadTestHosts, TESTHOST_STATE } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
 const run = Date.now().toString(36);
 const EGRESSCTL = join(PROJECT_ROOT, 'bin/egressctl');
 
-function ctl(args: string[], timeoutMs = 60_000): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(EGRESSCTL, args, { cwd: PROJECT_ROOT, timeout: timeoutMs }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const ctl = (args: string[], timeoutMs = 60_000): Promise<CommandResult> =>
+  runCommand(EGRESSCTL, args, { cwd: PROJECT_ROOT, timeoutMs });
 
 describe('egressctl against the API process', { timeout: 300_000 }, () => {
   let client: Client;

@@ -4,24 +4,19 @@
  * exits 2; --help documents every command.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { runCommand } from '../support/run.ts';
+import type { CommandResult } from '../support/run.ts';
 import { loadTestHosts, TESTHOST_STATE } from '../support/testhosts.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
-function run(args: string[], timeoutMs = 60_000): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(process.execPath, args, { cwd: root, timeout: timeoutMs }, (err, stdout, stderr) => {
-      const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
+const run = (args: string[], timeoutMs = 60_000): Promise<CommandResult> =>
+  runCommand(process.execPath, args, { cwd: root, timeoutMs });
 
 describe('operator CLI', { timeout: 120_000 }, () => {
   let dir: string;

@@ -6,10 +6,11 @@
  * checked only after connecting would exit 1, not 2.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, it } from 'node:test';
+import { runCommand } from '../support/run.ts';
+import type { CommandResult } from '../support/run.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -21,19 +22,12 @@ const SDK_PROBE =
       " process.on('exit', () => process.stderr.write(`sdk-loaded=${Object.keys(cache).some((k) => k.includes('@temporalio'))}\\n`));",
   );
 
-function run(bin: string, args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      ['--import', SDK_PROBE, join(root, 'bin', bin), ...args],
-      { cwd: root, timeout: 30_000, env: { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:9' } },
-      (err, stdout, stderr) => {
-        const code = err ? (typeof err.code === 'number' ? err.code : 1) : 0;
-        resolve({ code, stdout, stderr });
-      },
-    );
+const run = (bin: string, args: string[]): Promise<CommandResult> =>
+  runCommand(process.execPath, ['--import', SDK_PROBE, join(root, 'bin', bin), ...args], {
+    cwd: root,
+    timeoutMs: 30_000,
+    env: { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:9' },
   });
-}
 
 const CASES: { bin: string; help: RegExp; bad: [string[], RegExp][] }[] = [
   {
