@@ -19,7 +19,10 @@ RUN apt-get update \
 
 COPY tsconfig.json ./
 COPY lib ./lib
-COPY shared ./shared
+COPY contracts ./contracts
+COPY runtime ./runtime
+COPY client ./client
+COPY cli ./cli
 COPY activities ./activities
 COPY workflows ./workflows
 COPY api ./api

@@ -5,7 +5,7 @@ import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { deleteProxy, listProxies } from '../lib/kvm2/index.ts';
 import type { DeletedProxy, ListedProxy } from '../lib/kvm2/index.ts';
-import { proxyWorkflowId } from '../shared/proxy.ts';
+import { proxyWorkflowId } from '../contracts/proxy.ts';
 import { mapped } from './errors.ts';
 import type { HostRegistry } from './hosts.ts';
 

@@ -2,8 +2,8 @@
 // per configured host (pooled RPC link plus dedicated links), shared by every activity in the
 // process. Activities never dial on their own: they ask this registry.
 import type { SshSession } from '../lib/ssh/session.ts';
-import { HostLinks } from '../lib/ssh/pool.ts';
-import type { Link } from '../lib/ssh/pool.ts';
+import { HostLinks } from '../lib/hostlink/pool.ts';
+import type { Link } from '../lib/hostlink/pool.ts';
 import type { HostConfig, ProviderEntry, ProvidersConfig } from '../lib/config/index.ts';
 import { hostLinksOptions, hostTarget } from '../lib/kvm2/index.ts';
 import type { SshLogger } from '../lib/ssh/logger.ts';

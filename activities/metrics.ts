@@ -4,7 +4,7 @@
 // prom-client's process figures. The API serves the fleet's counts (proxies by state); these are
 // what only the worker sees.
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
-import type { HostLinks } from '../lib/ssh/pool.ts';
+import type { HostLinks } from '../lib/hostlink/pool.ts';
 import type { SshLogger } from '../lib/ssh/logger.ts';
 
 export interface WorkerMetrics {

@@ -16,9 +16,9 @@ import {
 import type { CreatedProxy, DeletedProxy, ResizedProxy } from '../lib/kvm2/index.ts';
 import { connectProbe } from '../lib/probe/connect.ts';
 import { errorKind, ProjectError } from '../lib/errors.ts';
-import type { HostSurvey } from '../shared/fleet.ts';
-import type { ProbeOutcome, ProxySpec, ResolvedProxy, VmReading } from '../shared/proxy.ts';
-import type { EnsuredBase } from '../shared/image.ts';
+import type { HostSurvey } from '../contracts/fleet.ts';
+import type { ProbeOutcome, ProxySpec, ResolvedProxy, VmReading } from '../contracts/proxy.ts';
+import type { EnsuredBase } from '../contracts/image.ts';
 import { mapped, ProxySpecError } from './errors.ts';
 import type { HostRegistry } from './hosts.ts';
 import type { WorkerMetrics } from './metrics.ts';
@@ -32,7 +32,7 @@ export interface PlacedProxy {
 /**
  * How long a host survey is reused, in ms. A burst of proxies then costs one survey per entry
  * instead of one per proxy (a survey lists every marked domain: its cost grows with the fleet);
- * placement spreads such a burst by rendezvous hashing (workflows/proxy-state.ts).
+ * placement spreads such a burst by rendezvous hashing (workflows/proxy/state.ts).
  */
 export const SURVEY_TTL_MS = 5_000;
 

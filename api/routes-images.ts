@@ -3,8 +3,8 @@
 import type { Client } from '@temporalio/client';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
-import { WARM_WORKFLOW_TYPE, warmWorkflowId } from '../shared/warm.ts';
-import type { WarmResult } from '../shared/warm.ts';
+import { WARM_WORKFLOW_TYPE, warmWorkflowId } from '../contracts/warm.ts';
+import type { WarmResult } from '../contracts/warm.ts';
 import { requireWrite } from './auth.ts';
 import { ApiError } from './errors.ts';
 import { IDENTIFIER_PATTERN } from './schemas.ts';

@@ -2,7 +2,7 @@
 // readiness and Prometheus metrics.
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
-import type { ProxyStatus } from '../shared/proxy.ts';
+import type { ProxyStatus } from '../contracts/proxy.ts';
 import { ApiError } from './errors.ts';
 import { routeSchemas } from './schemas.ts';
 import { listQuery } from './store.ts';

@@ -1,7 +1,7 @@
 // /v1/proxies: create (idempotent), list (visibility), get (status query), delete (update).
 // A proxy is addressed as /v1/proxies/{entry}/{name}, like its workflow ID proxy/<entry>/<name>.
 import type { FastifyInstance } from 'fastify';
-import type { ProxySpec } from '../shared/proxy.ts';
+import type { ProxySpec } from '../contracts/proxy.ts';
 import { requireWrite } from './auth.ts';
 import type { PageTokens } from './page-token.ts';
 import { ApiError } from './errors.ts';

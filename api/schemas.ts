@@ -6,7 +6,7 @@
 /** A lowercase identifier, as lib/rules.ts IDENTIFIER_RE: proxy names, entries, image keys, hosts. */
 export const IDENTIFIER_PATTERN = '^[a-z][a-z0-9-]{0,39}$';
 
-/** The proxy states of shared/proxy.ts ProxyState. */
+/** The proxy states of contracts/proxy.ts ProxyState. */
 export const PROXY_STATES = [
   'Pending',
   'WaitingForCapacity',
@@ -178,7 +178,7 @@ export const routeSchemas = {
         type: 'object',
         properties: {
           proxy: proxySummarySchema,
-          status: { type: 'object', additionalProperties: true, description: 'shared/proxy.ts ProxyStatus' },
+          status: { type: 'object', additionalProperties: true, description: 'contracts/proxy.ts ProxyStatus' },
           statusError: { type: 'string' },
         },
       },

@@ -6,11 +6,11 @@
 import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import type { Client, WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
 import { executionInfoFromRaw } from '@temporalio/client/lib/helpers.js';
-import { FLEET_RESULT_QUERY, HEALTH_SCHEDULE_ID } from '../shared/fleet.ts';
-import type { ProviderHealthResult } from '../shared/fleet.ts';
-import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../shared/proxy.ts';
-import type { DeleteAccepted, ProxyOutcome, ProxySpec, ProxyStatus } from '../shared/proxy.ts';
-import { SA_PROVIDER_ENTRY, SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../shared/search-attributes.ts';
+import { FLEET_RESULT_QUERY, HEALTH_SCHEDULE_ID } from '../contracts/fleet.ts';
+import type { ProviderHealthResult } from '../contracts/fleet.ts';
+import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
+import type { DeleteAccepted, ProxyOutcome, ProxySpec, ProxyStatus } from '../contracts/proxy.ts';
+import { SA_PROVIDER_ENTRY, SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
 import { isTemporalUnavailable, TemporalUnavailableError } from './errors.ts';
 
 /** A proxy as visibility lists it: search attributes and memo, no query. */

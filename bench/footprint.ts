@@ -50,7 +50,7 @@ const layers: [string, string][] = [
   ['Node alone', ''],
   ['+ one small .ts file (type stripping)', `await import(ROOT + 'lib/errors.ts');`],
   ['+ libvirt client (lib/libvirt)', `await import(ROOT + 'lib/libvirt/client.ts');`],
-  ['+ SSH transport (lib/ssh, ssh2)', `await import(ROOT + 'lib/ssh/pool.ts');`],
+  ['+ SSH transport (lib/ssh, ssh2)', `await import(ROOT + 'lib/hostlink/pool.ts');`],
   ['+ kvm2 provider (lib/kvm2)', `await import(ROOT + 'lib/kvm2/index.ts');`],
   ['+ activities (all our code a worker loads)', `await import(ROOT + 'activities/index.ts');`],
   ['Temporal client alone (@temporalio/client)', `await import('@temporalio/client');`],
@@ -210,7 +210,7 @@ if (!values['skip-worker']) await workerRuns();
 async function workerRuns(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'ep-bench-worker-'));
   const providers = join(dir, 'providers.yaml');
-  const made = spawnSync(process.execPath, ['workers/dev-providers.ts', '--out', providers], {
+  const made = spawnSync(process.execPath, ['dev/providers.ts', '--out', providers], {
     cwd: root,
     encoding: 'utf8',
   });

@@ -13,7 +13,7 @@
 import { randomBytes } from 'node:crypto';
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { HostLinks } from '../lib/ssh/pool.ts';
+import { HostLinks } from '../lib/hostlink/pool.ts';
 import { hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
 
 const { values } = parseArgs({

@@ -1,5 +1,5 @@
 /**
- * One upload by our client over SSH (a `dedicated('bulk')` link of lib/ssh/pool.ts: dial, forward
+ * One upload by our client over SSH (a `dedicated('bulk')` link of lib/hostlink/pool.ts: dial, forward
  * the host's libvirt socket, handshake, STORAGE_VOL_UPLOAD, confirmed finish), in a process of its
  * own so that its memory and CPU figures are its own. Prints one JSON line: seconds (dial to
  * confirmed finish), bytes, idle and peak RSS in bytes, user and system CPU seconds of this
@@ -10,7 +10,7 @@
  */
 import { statSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { HostLinks } from '../lib/ssh/pool.ts';
+import { HostLinks } from '../lib/hostlink/pool.ts';
 import { hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
 import { fileChunks } from './file-chunks.ts';
 import { DEFAULT_UPLOAD_CHUNK_BYTES } from '../lib/libvirt/upload.ts';

@@ -36,8 +36,8 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { errorKind } from '../lib/errors.ts';
-import { HostLinks } from '../lib/ssh/pool.ts';
-import type { HostLinksOptions } from '../lib/ssh/pool.ts';
+import { HostLinks } from '../lib/hostlink/pool.ts';
+import type { HostLinksOptions } from '../lib/hostlink/pool.ts';
 import {
   clearFaultRules,
   injectSshFault,

@@ -8,9 +8,9 @@
 // key of list page tokens; set the same on every replica), LOG_LEVEL (default info).
 // Logs are pino JSON lines on stdout (Fastify's request logs included). SIGHUP re-reads the
 // token file; SIGINT/SIGTERM stop accepting connections and finish the requests in flight.
-import { parseArgsOrExit } from './options.ts';
+import { parseArgsOrExit } from '../runtime/options.ts';
 import type { TokenAuth } from '../api/auth.ts';
-import { TASK_QUEUE } from '../shared/task-queues.ts';
+import { TASK_QUEUE } from '../contracts/task-queues.ts';
 
 const HELP = `egress-proxies API server (docs/api.md)
 

@@ -8,9 +8,9 @@
 //
 // Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`),
 // LOG_LEVEL (default warn for the CLI). Output: JSON on stdout; logs: JSON lines on stderr.
-import { parseArgsOrExit } from './options.ts';
-import type { SmokeResult } from '../shared/smoke.ts';
-import { TASK_QUEUE } from '../shared/task-queues.ts';
+import { parseArgsOrExit } from '../runtime/options.ts';
+import type { SmokeResult } from '../contracts/smoke.ts';
+import { TASK_QUEUE } from '../contracts/task-queues.ts';
 // Each command loads what it needs (the Temporal client, the SSH side) when it runs, so that
 // `--help` starts in a few tens of milliseconds (docs/benchmarks.md, start-up).
 const temporalClient = () => import('@temporalio/client');
@@ -72,7 +72,7 @@ const log = createLogger({ name: 'cli', stream: 'stderr', level: logLevelFromEnv
 async function smoke(): Promise<void> {
   const [{ Client, Connection }, { SMOKE_WORKFLOW_TYPE }] = await Promise.all([
     temporalClient(),
-    import('../shared/smoke.ts'),
+    import('../contracts/smoke.ts'),
   ]);
   const address = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
   const connection = await Connection.connect({ address, connectTimeout: timeoutMs });
@@ -98,7 +98,7 @@ try {
     if (values.providers === undefined || rest.length > 0) {
       throw new UsageError('host-check takes --providers FILE (and optionally --entry NAME); see --help');
     }
-    const { checkHosts } = await import('./host-check.ts');
+    const { checkHosts } = await import('../lib/kvm2/host-check.ts');
     const ok = await checkHosts(values.providers, values.entry, {
       timeoutMs,
       log,
@@ -112,7 +112,7 @@ try {
     }
     const address = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
     const namespace = process.env['TEMPORAL_NAMESPACE'] || 'default';
-    const [{ Client, Connection }, { proxyUp }] = await Promise.all([temporalClient(), import('./proxy-up.ts')]);
+    const [{ Client, Connection }, { proxyUp }] = await Promise.all([temporalClient(), import('../client/proxy-up.ts')]);
     const connection = await Connection.connect({ address, connectTimeout: timeoutMs });
     try {
       const up = await proxyUp(new Client({ connection, namespace }), {
@@ -140,7 +140,7 @@ try {
   }
 } catch (err) {
   // A bad providers file or host-check arguments (host-check.ts is loaded: the error came from it).
-  const usage = err instanceof UsageError || (await import('./host-check.ts')).isUsageError(err);
+  const usage = err instanceof UsageError || (await import('../lib/kvm2/host-check.ts')).isUsageError(err);
   if (!usage) log.error({ err }, 'command failed');
   process.stderr.write(`${(err as Error).message}\n`);
   process.exitCode = usage ? 2 : 1;

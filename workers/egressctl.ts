@@ -4,8 +4,8 @@
 import { parseArgs } from 'node:util';
 import type { ParseArgsConfig } from 'node:util';
 import { join } from 'node:path';
-import { api, CliError, EXIT, readToken, table } from './egressctl-client.ts';
-import type { ApiTarget } from './egressctl-client.ts';
+import { api, CliError, EXIT, readToken, table } from '../cli/http.ts';
+import type { ApiTarget } from '../cli/http.ts';
 // `dev` and `hosts check` load their dependencies (the worker's and the SSH side's) when they run,
 // so that `--help` and the API commands start without them (docs/benchmarks.md, start-up).
 
@@ -163,7 +163,7 @@ async function main(argv: string[]): Promise<number> {
 
   if (command === 'dev') {
     const data = str('data') ?? join(process.cwd(), '.data');
-    const { runDev } = await import('./egressctl-dev.ts');
+    const { runDev } = await import('../dev/stack.ts');
     return runDev({
       providers: str('providers') ?? join(data, 'providers.yaml'),
       dataDir: data,
@@ -177,7 +177,7 @@ async function main(argv: string[]): Promise<number> {
     if (providers === undefined) throw usage('hosts check needs --providers FILE');
     const [{ createLogger, logLevelFromEnv }, { checkHosts }] = await Promise.all([
       import('../lib/log/logger.ts'),
-      import('./host-check.ts'),
+      import('../lib/kvm2/host-check.ts'),
     ]);
     const log = createLogger({ name: 'egressctl', stream: 'stderr', level: logLevelFromEnv(process.env, 'warn') });
     const lines: Record<string, unknown>[] = [];
@@ -376,7 +376,7 @@ try {
   if (err instanceof CliError) {
     process.stderr.write(`${err.message}\n`);
     process.exitCode = err.code;
-  } else if ((await import('./host-check.ts')).isUsageError(err)) {
+  } else if ((await import('../lib/kvm2/host-check.ts')).isUsageError(err)) {
     // A bad providers file or host-check arguments (host-check.ts is loaded: the error came from it).
     process.stderr.write(`${(err as Error).message}\n`);
     process.exitCode = EXIT.usage;

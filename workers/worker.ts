@@ -13,9 +13,9 @@ import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import type { Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
-import { TASK_QUEUE } from '../shared/task-queues.ts';
-import { parseArgsOrExit } from './options.ts';
-import { defaultBundleCacheDir } from './workflow-bundle.ts';
+import { TASK_QUEUE } from '../contracts/task-queues.ts';
+import { parseArgsOrExit } from '../runtime/options.ts';
+import { defaultBundleCacheDir } from '../runtime/workflow-bundle.ts';
 
 const HELP = `egress-proxies worker: runs the proxy, image, GC and health workflows and their activities.
 
@@ -105,14 +105,14 @@ const [
   import('../lib/config/index.ts'),
   import('../lib/log/logger.ts'),
   import('../lib/log/temporal-adapter.ts'),
-  import('./schedules.ts'),
-  import('./metrics.ts'),
+  import('../client/schedules.ts'),
+  import('../runtime/metrics-server.ts'),
   import('../activities/metrics.ts'),
-  import('./telemetry.ts'),
-  import('./workflow-bundle.ts'),
+  import('../runtime/telemetry.ts'),
+  import('../runtime/workflow-bundle.ts'),
 ]);
 
-/** The workflow bundle's entry; workers/workflow-bundle.ts bundles it (or finds it bundled). */
+/** The workflow bundle's entry; runtime/workflow-bundle.ts bundles it (or finds it bundled). */
 const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 

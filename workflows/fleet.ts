@@ -3,8 +3,8 @@
 // and provider health (every host's survey, which operators and placement read).
 import { defineQuery, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
-import { FLEET_RESULT_QUERY } from '../shared/fleet.ts';
-import type { GcHostResult, GcResult, ProviderHealthResult } from '../shared/fleet.ts';
+import { FLEET_RESULT_QUERY } from '../contracts/fleet.ts';
+import type { GcHostResult, GcResult, ProviderHealthResult } from '../contracts/fleet.ts';
 import { QUICK_ACTIVITY, RPC_ACTIVITY } from './activity-options.ts';
 import { failureInfo } from './failures.ts';
 

@@ -15,8 +15,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
-import { IMAGE_JOIN_SIGNAL, IMAGE_LEAVE_SIGNAL, IMAGE_READY_SIGNAL, IMAGE_STATUS_QUERY } from '../shared/image.ts';
-import type { ImageJoin, ImageResult, ImageStatus, ImageWorkflowInput } from '../shared/image.ts';
+import { IMAGE_JOIN_SIGNAL, IMAGE_LEAVE_SIGNAL, IMAGE_READY_SIGNAL, IMAGE_STATUS_QUERY } from '../contracts/image.ts';
+import type { ImageJoin, ImageResult, ImageStatus, ImageWorkflowInput } from '../contracts/image.ts';
 import { UPLOAD_ACTIVITY } from './activity-options.ts';
 import { failureInfo } from './failures.ts';
 

@@ -1,9 +1,9 @@
-// The proxy's search attributes (shared/search-attributes.ts names them), kept current on every
+// The proxy's search attributes (contracts/search-attributes.ts names them), kept current on every
 // state change so the Web UI and the API's list filter on live values.
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { upsertSearchAttributes } from '@temporalio/workflow';
-import { SA_PROVIDER_ENTRY, SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../shared/search-attributes.ts';
-import type { ProxyStatus } from '../shared/proxy.ts';
+import { SA_PROVIDER_ENTRY, SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
+import type { ProxyStatus } from '../contracts/proxy.ts';
 
 export const PROXY_STATE_KEY = defineSearchAttributeKey(SA_PROXY_STATE, SearchAttributeType.KEYWORD);
 export const PROXY_HEALTHY_KEY = defineSearchAttributeKey(SA_PROXY_HEALTHY, SearchAttributeType.BOOL);

@@ -2,7 +2,7 @@
 // workflow bundle, the activity round trip and (with the time-skipping test server) timers.
 import { log, proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
-import type { SmokeInput, SmokeResult } from '../shared/smoke.ts';
+import type { SmokeInput, SmokeResult } from '../contracts/smoke.ts';
 import { QUICK_ACTIVITY } from './activity-options.ts';
 
 const { smokeGreet } = proxyActivities<Activities>(QUICK_ACTIVITY);

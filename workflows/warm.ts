@@ -11,9 +11,9 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
-import { IMAGE_LEAVE_SIGNAL, IMAGE_READY_SIGNAL, imageWorkflowId } from '../shared/image.ts';
-import type { ImageJoin, ImageResult } from '../shared/image.ts';
-import type { WarmHostResult, WarmInput, WarmResult } from '../shared/warm.ts';
+import { IMAGE_LEAVE_SIGNAL, IMAGE_READY_SIGNAL, imageWorkflowId } from '../contracts/image.ts';
+import type { ImageJoin, ImageResult } from '../contracts/image.ts';
+import type { WarmHostResult, WarmInput, WarmResult } from '../contracts/warm.ts';
 import { QUICK_ACTIVITY, RPC_ACTIVITY } from './activity-options.ts';
 
 const quick = proxyActivities<Activities>(QUICK_ACTIVITY);

@@ -4,8 +4,8 @@
  */
 import type { HostConfig, ProviderEntry } from '../config/index.ts';
 import type { SshLogger } from '../ssh/logger.ts';
-import type { HostTarget } from '../ssh/link.ts';
-import type { HostLinksOptions } from '../ssh/pool.ts';
+import type { HostTarget } from '../hostlink/link.ts';
+import type { HostLinksOptions } from '../hostlink/pool.ts';
 
 /** The transport's view of one configured host (`name` is `<entry>/<host>`). */
 export function hostTarget(entry: ProviderEntry, host: HostConfig): HostTarget {

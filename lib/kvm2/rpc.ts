@@ -6,7 +6,7 @@ import type { LibvirtClient } from '../libvirt/client.ts';
 import type { CallOptions } from '../libvirt/connection.ts';
 import { unlessNotFound } from '../libvirt/errors.ts';
 import type { Domain, StoragePool, StorageVol } from '../libvirt/protocol.ts';
-import type { HostLinks } from '../ssh/pool.ts';
+import type { HostLinks } from '../hostlink/pool.ts';
 
 /** Budget of each libvirt call of an operation when its input gives none, in ms. */
 export const DEFAULT_RPC_TIMEOUT_MS = 30_000;

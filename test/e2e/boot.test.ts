@@ -29,8 +29,8 @@ import {
 import type { CreateProxyInput, EnsuredImage } from '../../lib/kvm2/index.ts';
 import { errorKind } from '../../lib/errors.ts';
 import { connectProbe } from '../../lib/probe/connect.ts';
-import type { Link } from '../../lib/ssh/link.ts';
-import { HostLinks } from '../../lib/ssh/pool.ts';
+import type { Link } from '../../lib/hostlink/link.ts';
+import { HostLinks } from '../../lib/hostlink/pool.ts';
 import { sleep, within } from '../support/bounded.ts';
 import { ImageMirror } from '../support/mirror.ts';
 import { hostPath, hostTarget, loadTestHosts } from '../support/testhosts.ts';

@@ -41,13 +41,13 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import { proxyObjectNames } from '../../lib/kvm2/index.ts';
 import { buildDomainXml } from '../../lib/kvm2/proxy/domain-xml.ts';
 import { buildVolumeXml } from '../../lib/kvm2/volume-xml.ts';
-import { HostLinks } from '../../lib/ssh/pool.ts';
-import { GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../shared/fleet.ts';
-import type { GcResult, ProviderHealthResult } from '../../shared/fleet.ts';
-import { IMAGE_WORKFLOW_TYPE, imageWorkflowId } from '../../shared/image.ts';
-import type { ImageResult } from '../../shared/image.ts';
-import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../shared/proxy.ts';
-import type { ProxyOutcome, ProxyStatus } from '../../shared/proxy.ts';
+import { HostLinks } from '../../lib/hostlink/pool.ts';
+import { GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
+import type { GcResult, ProviderHealthResult } from '../../contracts/fleet.ts';
+import { IMAGE_WORKFLOW_TYPE, imageWorkflowId } from '../../contracts/image.ts';
+import type { ImageResult } from '../../contracts/image.ts';
+import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../contracts/proxy.ts';
+import type { ProxyOutcome, ProxyStatus } from '../../contracts/proxy.ts';
 import { sleep, within } from '../support/bounded.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
 import type { WorkerProcess } from '../support/fleet.ts';
@@ -482,7 +482,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     // Kill between activities: right after p1 published a probe's outcome (it then sleeps for
     // intervalMs) and while p2 has no activity in flight. An activity lost with the worker is
     // retried only after its start-to-close timeout, and a lost probe (1 minute, no retry) fails
-    // the whole proxy workflow: see the report of this run (workflows/proxy.ts, probeProxy).
+    // the whole proxy workflow: see the report of this run (workflows/proxy/index.ts, probeProxy).
     const quietBy = performance.now() + 30_000;
     let lastProbeAt = (await status('p1')).health.lastProbeAt;
     for (;;) {

@@ -15,7 +15,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
-import { PROXY_DELETE_UPDATE, proxyWorkflowId } from '../../shared/proxy.ts';
+import { PROXY_DELETE_UPDATE, proxyWorkflowId } from '../../contracts/proxy.ts';
 import { writeTokens } from '../support/api.ts';
 import type { TestTokens } from '../support/api.ts';
 import { fleetConfig, startFleetWorker, writeProvidersFile } from '../support/fleet.ts';
@@ -235,7 +235,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     const providers = join(tmp, 'providers.yaml');
     const made = await pexec(
       process.execPath,
-      ['workers/dev-providers.ts', '--state', TESTHOST_STATE, '--out', providers],
+      ['dev/providers.ts', '--state', TESTHOST_STATE, '--out', providers],
       {
         cwd: PROJECT_ROOT,
         timeout: 60_000,

@@ -16,7 +16,7 @@ import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { Client, Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
-import { PROXY_DELETE_UPDATE, proxyWorkflowId } from '../../shared/proxy.ts';
+import { PROXY_DELETE_UPDATE, proxyWorkflowId } from '../../contracts/proxy.ts';
 import { apiError, http, startTestApi, writeTokens } from '../support/api.ts';
 import type { TestApi, TestTokens } from '../support/api.ts';
 import { fleetConfig, startFleetWorker } from '../support/fleet.ts';

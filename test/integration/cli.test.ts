@@ -25,7 +25,7 @@ describe('operator CLI', { timeout: 120_000 }, () => {
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'ep-cli-'));
     providers = join(dir, 'providers.yaml');
-    const made = await run(['workers/dev-providers.ts', '--state', TESTHOST_STATE, '--out', providers]);
+    const made = await run(['dev/providers.ts', '--state', TESTHOST_STATE, '--out', providers]);
     assert.equal(made.code, 0, made.stderr);
   });
   after(async () => {

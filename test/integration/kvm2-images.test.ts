@@ -26,8 +26,8 @@ import {
 import { ensureImage } from '../../lib/kvm2/images/ensure.ts';
 import type { EnsureImageInput, ImageProgress, ImageSpec, ImageTimeouts } from '../../lib/kvm2/images/ensure.ts';
 import { baseVolumeName, markerVolumeName } from '../../lib/kvm2/images/base-names.ts';
-import type { Link } from '../../lib/ssh/link.ts';
-import { HostLinks } from '../../lib/ssh/pool.ts';
+import type { Link } from '../../lib/hostlink/link.ts';
+import { HostLinks } from '../../lib/hostlink/pool.ts';
 import { ImageMirror, sha256Hex } from '../support/mirror.ts';
 import { connectLocalSocket, hostPath, inHost, loadTestHosts, hostTarget } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';

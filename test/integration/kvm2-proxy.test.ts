@@ -30,7 +30,7 @@ import {
 import { getProxy, listProxies } from '../../lib/kvm2/proxy/inspect.ts';
 import { proxyObjectNames } from '../../lib/kvm2/proxy/object-names.ts';
 import { CONSOLE_TAIL_MAX_BYTES, readConsoleTail } from '../../lib/kvm2/proxy/console.ts';
-import { HostLinks } from '../../lib/ssh/pool.ts';
+import { HostLinks } from '../../lib/hostlink/pool.ts';
 import { hostTarget, inHost, loadTestHosts } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
 

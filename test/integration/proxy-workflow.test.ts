@@ -17,17 +17,17 @@ import { after, before, describe, test } from 'node:test';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { WorkflowFailedError } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
-import { imageWorkflowId } from '../../shared/image.ts';
-import { WARM_WORKFLOW_TYPE, warmWorkflowId } from '../../shared/warm.ts';
-import type { WarmResult } from '../../shared/warm.ts';
+import { imageWorkflowId } from '../../contracts/image.ts';
+import { WARM_WORKFLOW_TYPE, warmWorkflowId } from '../../contracts/warm.ts';
+import type { WarmResult } from '../../contracts/warm.ts';
 import {
   PROXY_DELETE_UPDATE,
   PROXY_RESIZE_UPDATE,
   PROXY_STATUS_QUERY,
   PROXY_WORKFLOW_TYPE,
   proxyWorkflowId,
-} from '../../shared/proxy.ts';
-import type { DeleteAccepted, ProxyOutcome, ProxyStatus, VmSize } from '../../shared/proxy.ts';
+} from '../../contracts/proxy.ts';
+import type { DeleteAccepted, ProxyOutcome, ProxyStatus, VmSize } from '../../contracts/proxy.ts';
 import { deleteAll, fleetConfig, spawnWorker, startFleetWorker, writeProvidersFile } from '../support/fleet.ts';
 import type { RunningWorker, WorkerProcess } from '../support/fleet.ts';
 import { ImageMirror } from '../support/mirror.ts';

@@ -1,6 +1,6 @@
 /**
  * Faults injected into a real test host (test/hosts/testhost: sshd and libvirtd in the network
- * namespace ep-h1) while links of lib/ssh/pool.ts use it: a black hole (every SSH segment dropped
+ * namespace ep-h1) while links of lib/hostlink/pool.ts use it: a black hole (every SSH segment dropped
  * both ways, no RST) and a RST mid-upload, the sshd processes of our connections SIGKILLed
  * mid-call, and libvirtd SIGSTOPped mid-call. Each proves that pending calls and streams are
  * rejected as Transient within a bound (the keepalive bound for the black hole, a second or two
@@ -16,9 +16,9 @@ import type { TestContext } from 'node:test';
 import { errorKind } from '../../lib/errors.ts';
 import { ErrorNumber } from '../../lib/libvirt/constants.ts';
 import { LibvirtError } from '../../lib/libvirt/errors.ts';
-import type { Link } from '../../lib/ssh/link.ts';
-import { LinkPool } from '../../lib/ssh/pool.ts';
-import type { HostLinksOptions, HostLinks } from '../../lib/ssh/pool.ts';
+import type { Link } from '../../lib/hostlink/link.ts';
+import { LinkPool } from '../../lib/hostlink/pool.ts';
+import type { HostLinksOptions, HostLinks } from '../../lib/hostlink/pool.ts';
 import {
   injectSshFault,
   processState,

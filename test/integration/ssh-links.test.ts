@@ -1,5 +1,5 @@
 /**
- * Links and the per-host link pool (lib/ssh/link.ts, lib/ssh/pool.ts) against the real test hosts
+ * Links and the per-host link pool (lib/hostlink/link.ts, lib/hostlink/pool.ts) against the real test hosts
  * (sshd inside each host's network namespace, libvirtd behind it) and, where a server must be
  * reconfigured or counted, against a throwaway loopback sshd that forwards to a test host's real
  * libvirt socket: the call-slot limit seen from both sides, the queue bound, replacement of a
@@ -18,9 +18,9 @@ import { errorKind } from '../../lib/errors.ts';
 import { ErrorNumber } from '../../lib/libvirt/constants.ts';
 import { LibvirtConnectionError, LibvirtError } from '../../lib/libvirt/errors.ts';
 import { SshAuthError, SshHostKeyError, SshPoolQueueTimeoutError, SshTimeoutError } from '../../lib/ssh/errors.ts';
-import type { HostTarget, Link } from '../../lib/ssh/link.ts';
-import { HostLinks, LinkPool } from '../../lib/ssh/pool.ts';
-import type { HostLinksOptions } from '../../lib/ssh/pool.ts';
+import type { HostTarget, Link } from '../../lib/hostlink/link.ts';
+import { HostLinks, LinkPool } from '../../lib/hostlink/pool.ts';
+import type { HostLinksOptions } from '../../lib/hostlink/pool.ts';
 import { processState, signalPids, sshdPidsFor, waitGone, withNewSshPort } from '../support/host-faults.ts';
 import { generateKey, startSshd, startTarpit, startTcpRelay } from '../support/sshd.ts';
 import type { TestServer, ThrowawaySshd } from '../support/sshd.ts';

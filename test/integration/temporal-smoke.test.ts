@@ -16,9 +16,9 @@ import { Worker } from '@temporalio/worker';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import YAML from 'yaml';
 import { smokeGreet } from '../../activities/smoke.ts';
-import { CUSTOM_SEARCH_ATTRIBUTES } from '../../shared/search-attributes.ts';
-import { SMOKE_WORKFLOW_TYPE } from '../../shared/smoke.ts';
-import type { SmokeInput } from '../../shared/smoke.ts';
+import { CUSTOM_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
+import { SMOKE_WORKFLOW_TYPE } from '../../contracts/smoke.ts';
+import type { SmokeInput } from '../../contracts/smoke.ts';
 import type { smokeWorkflow } from '../../workflows/index.ts';
 import {
   TEMPORAL_ADDRESS,
@@ -54,7 +54,7 @@ void describe('Temporal dev server (scripts/temporal up)', () => {
   });
 
   void test(
-    'has every search attribute of shared/search-attributes.ts registered with its type',
+    'has every search attribute of contracts/search-attributes.ts registered with its type',
     { timeout: TEST_TIMEOUT_MS },
     async () => {
       const registered = await withTimeout(customSearchAttributes(client), 10_000, 'list search attributes');
@@ -174,7 +174,7 @@ void describe('time-skipping test server (scripts/temporal test-server-path)', (
 });
 
 void describe('docker-compose.yml (production-ish cluster)', () => {
-  void test('its setup step registers exactly the search attributes of shared/search-attributes.ts', () => {
+  void test('its setup step registers exactly the search attributes of contracts/search-attributes.ts', () => {
     const text = readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8');
     const compose = YAML.parse(text, { merge: true }) as {
       services?: Record<string, { environment?: Record<string, unknown> }>;

@@ -10,9 +10,9 @@ import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-tr
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { createLogger } from '../../lib/log/logger.ts';
-import { HEALTH_WORKFLOW_TYPE } from '../../shared/fleet.ts';
-import type { ProviderHealthResult } from '../../shared/fleet.ts';
-import { setupTracing } from '../../workers/telemetry.ts';
+import { HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
+import type { ProviderHealthResult } from '../../contracts/fleet.ts';
+import { setupTracing } from '../../runtime/telemetry.ts';
 import { fleetConfig, startFleetWorker } from '../support/fleet.ts';
 import type { RunningWorker } from '../support/fleet.ts';
 import { connectClient, connectWorker, installTestRuntime, uniqueId } from '../support/temporal.ts';

@@ -12,7 +12,7 @@ import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
 import { connectClient, PROJECT_ROOT, uniqueId } from '../support/temporal.ts';
-import { HEALTH_WORKFLOW_TYPE } from '../../shared/fleet.ts';
+import { HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
 import { loadTestHosts } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);

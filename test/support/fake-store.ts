@@ -5,7 +5,7 @@
  */
 import { TemporalUnavailableError } from '../../api/errors.ts';
 import type { ProxyStore, ProxySummary, StartResult } from '../../api/store.ts';
-import type { ProxySpec, ProxyStatus } from '../../shared/proxy.ts';
+import type { ProxySpec, ProxyStatus } from '../../contracts/proxy.ts';
 
 export interface FakeProxy {
   spec: ProxySpec;

@@ -136,7 +136,7 @@ export async function pollUntil<T>(probe: () => Promise<T | undefined>, options:
 
 /**
  * Names of the server's search attribute types (`temporal.api.enums.v1.IndexedValueType`), as
- * the CLI and shared/search-attributes.ts spell them.
+ * the CLI and contracts/search-attributes.ts spell them.
  */
 export const INDEXED_VALUE_TYPE_NAMES: Readonly<Record<number, string>> = {
   1: 'Text',

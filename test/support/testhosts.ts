@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import type { HostTarget } from '../../lib/ssh/link.ts';
+import type { HostTarget } from '../../lib/hostlink/link.ts';
 
 const pexecFile = promisify(execFile);
 

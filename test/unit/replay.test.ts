@@ -16,7 +16,7 @@ import { test } from 'node:test';
 import { Worker } from '@temporalio/worker';
 import type { ReplayResult } from '@temporalio/worker';
 import { createLogger } from '../../lib/log/logger.ts';
-import { setupTracing } from '../../workers/telemetry.ts';
+import { setupTracing } from '../../runtime/telemetry.ts';
 import { WORKFLOWS_PATH, installTestRuntime } from '../support/temporal.ts';
 
 const REPLAY_DIR = fileURLToPath(new URL('../replay/', import.meta.url));

@@ -1,5 +1,5 @@
 /**
- * The per-host link pool (lib/ssh/pool.ts): its call-slot semaphore (limit, FIFO order, queue
+ * The per-host link pool (lib/hostlink/pool.ts): its call-slot semaphore (limit, FIFO order, queue
  * wait bounded by the budget, abort while queued, close() failing waiters), the shared dial and
  * its bounds, and the replacement of a dead pooled link. HostLinks dials for real (it takes no
  * injected transport), so the links run over a throwaway loopback OpenSSH sshd to a scripted
@@ -19,9 +19,9 @@ import {
   SshPoolQueueTimeoutError,
   SshTimeoutError,
 } from '../../lib/ssh/errors.ts';
-import type { HostTarget } from '../../lib/ssh/link.ts';
-import { HostLinks, LinkPool } from '../../lib/ssh/pool.ts';
-import type { HostLinksOptions, LinkDeathEvent, LinkDialEvent, LinkRedialEvent } from '../../lib/ssh/pool.ts';
+import type { HostTarget } from '../../lib/hostlink/link.ts';
+import { HostLinks, LinkPool } from '../../lib/hostlink/pool.ts';
+import type { HostLinksOptions, LinkDeathEvent, LinkDialEvent, LinkRedialEvent } from '../../lib/hostlink/pool.ts';
 import { rejectionOf, ScriptedPeer, sleep, within, xdr } from '../support/fake-daemon.ts';
 import type { WirePacket } from '../support/fake-daemon.ts';
 import { startSshd, startTarpit } from '../support/sshd.ts';

@@ -27,7 +27,7 @@ describe('ssh2 parts', () => {
     // A fresh process, so that nothing this test runner loaded counts.
     const script = `
       import { createRequire } from 'node:module';
-      await import('./lib/ssh/pool.ts');
+      await import('./lib/hostlink/pool.ts');
       const cache = createRequire(import.meta.url).cache;
       process.stdout.write(JSON.stringify(Object.keys(cache)));
     `;

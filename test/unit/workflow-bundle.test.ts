@@ -1,5 +1,5 @@
 /**
- * The worker's cached workflow bundle (workers/workflow-bundle.ts): its key changes with every
+ * The worker's cached workflow bundle (runtime/workflow-bundle.ts): its key changes with every
  * file the bundle can contain and with nothing else; the real bundle holds no project file outside
  * the hashed directories (so a change elsewhere cannot make a cached bundle stale); a second load
  * reads the cache and gets the same code; a directory others may write to is never used.
@@ -13,8 +13,8 @@ import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { pino } from 'pino';
 import type { Logger } from 'pino';
-import { BUNDLE_SOURCE_DIRS, loadWorkflowBundle, workflowBundleKey } from '../../workers/workflow-bundle.ts';
-import { setupTracing } from '../../workers/telemetry.ts';
+import { BUNDLE_SOURCE_DIRS, loadWorkflowBundle, workflowBundleKey } from '../../runtime/workflow-bundle.ts';
+import { setupTracing } from '../../runtime/telemetry.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -34,11 +34,11 @@ describe('workflow bundle key', () => {
   let tree: string;
   before(() => {
     tree = mkdtempSync(join(tmpdir(), 'ep-bundle-key-'));
-    for (const d of ['workflows', 'shared', 'activities', 'lib']) mkdirSync(join(tree, d));
+    for (const d of ['workflows', 'contracts', 'activities', 'lib']) mkdirSync(join(tree, d));
     writeFileSync(join(tree, 'package.json'), '{"name":"x"}');
     writeFileSync(join(tree, 'package-lock.json'), '{"lockfileVersion":3}');
     writeFileSync(join(tree, 'workflows/a.ts'), 'export const a = 1;');
-    writeFileSync(join(tree, 'shared/b.ts'), 'export const b = 1;');
+    writeFileSync(join(tree, 'contracts/b.ts'), 'export const b = 1;');
     writeFileSync(join(tree, 'activities/c.ts'), 'export const c = 1;');
     writeFileSync(join(tree, 'lib/d.ts'), 'export const d = 1;');
   });
@@ -56,7 +56,7 @@ describe('workflow bundle key', () => {
   for (const [what, file, text] of [
     ['a workflow file changes', 'workflows/a.ts', 'export const a = 2;'],
     ['a workflow file is added', 'workflows/new.ts', 'export {};'],
-    ['a shared file changes', 'shared/b.ts', 'export const b = 2;'],
+    ['a contracts file changes', 'contracts/b.ts', 'export const b = 2;'],
     ['an activity file changes (types come from there)', 'activities/c.ts', 'export const c = 2;'],
     ['the lockfile changes (SDK, interceptors)', 'package-lock.json', '{"lockfileVersion":3,"x":1}'],
   ] as const) {
@@ -69,8 +69,8 @@ describe('workflow bundle key', () => {
 
   it('a renamed file changes it even with the same content', async () => {
     const before = await key();
-    cpSync(join(tree, 'shared/b.ts'), join(tree, 'shared/b2.ts'));
-    rmSync(join(tree, 'shared/b.ts'));
+    cpSync(join(tree, 'contracts/b.ts'), join(tree, 'contracts/b2.ts'));
+    rmSync(join(tree, 'contracts/b.ts'));
     assert.notEqual(await key(), before);
   });
 
@@ -118,7 +118,7 @@ describe('the real workflow bundle, cached', { timeout: 120_000 }, () => {
     const project = [...ids]
       .map((id) => relative(root, resolve(process.cwd(), id)))
       .filter((p) => !p.startsWith('node_modules/') && !p.includes('/node_modules/'));
-    assert.ok(project.includes('workflows/proxy.ts'), `module ids found: ${project.slice(0, 5).join(', ')}`);
+    assert.ok(project.includes('workflows/proxy/index.ts'), `module ids found: ${project.slice(0, 5).join(', ')}`);
     for (const p of project) {
       assert.ok(
         BUNDLE_SOURCE_DIRS.some((d) => p.startsWith(`${d}/`)),

@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { ListedProxy } from '../../lib/kvm2/index.ts';
-import { FLEET_RESULT_QUERY, GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../shared/fleet.ts';
-import type { GcResult, ProviderHealthResult } from '../../shared/fleet.ts';
+import { FLEET_RESULT_QUERY, GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
+import type { GcResult, ProviderHealthResult } from '../../contracts/fleet.ts';
 import type { orphanGcWorkflow, providerHealthWorkflow } from '../../workflows/fleet.ts';
 import { uniqueId } from '../support/temporal.ts';
 import {
@@ -20,8 +20,8 @@ import {
   roomySurvey,
   startEnv,
   withWorker,
-} from './harness.ts';
-import type { Env } from './harness.ts';
+} from '../support/workflow-harness.ts';
+import type { Env } from '../support/workflow-harness.ts';
 
 let e: Env;
 before(async () => {

@@ -8,9 +8,9 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { CancelledFailure } from '@temporalio/common';
 import type { PlacedProxy } from '../../activities/proxy.ts';
-import { IMAGE_STATUS_QUERY, imageWorkflowId } from '../../shared/image.ts';
-import type { ImageResult, ImageStatus } from '../../shared/image.ts';
-import type { DeleteAccepted, ProxyOutcome, ProxyState, ProxyStatus } from '../../shared/proxy.ts';
+import { IMAGE_STATUS_QUERY, imageWorkflowId } from '../../contracts/image.ts';
+import type { ImageResult, ImageStatus } from '../../contracts/image.ts';
+import type { DeleteAccepted, ProxyOutcome, ProxyState, ProxyStatus } from '../../contracts/proxy.ts';
 import {
   ENTRY,
   Fakes,
@@ -28,9 +28,9 @@ import {
   statusWhen,
   upsertedStates,
   withProxy,
-} from './harness.ts';
+} from '../support/workflow-harness.ts';
 import type { ensureImageWorkflow } from '../../workflows/image.ts';
-import type { Env, Started } from './harness.ts';
+import type { Env, Started } from '../support/workflow-harness.ts';
 import { pollUntil } from '../support/temporal.ts';
 
 let e: Env;

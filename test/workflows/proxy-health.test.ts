@@ -7,8 +7,8 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { PlacedProxy } from '../../activities/proxy.ts';
-import type { proxyLifecycle } from '../../workflows/proxy.ts';
-import type { ProbeOutcome, ProxyStatus, VmReading } from '../../shared/proxy.ts';
+import type { proxyLifecycle } from '../../workflows/proxy/index.ts';
+import type { ProbeOutcome, ProxyStatus, VmReading } from '../../contracts/proxy.ts';
 import { pollUntil } from '../support/temporal.ts';
 import {
   Fakes,
@@ -29,8 +29,8 @@ import {
   statusWhen,
   step,
   withWorker,
-} from './harness.ts';
-import type { Env } from './harness.ts';
+} from '../support/workflow-harness.ts';
+import type { Env } from '../support/workflow-harness.ts';
 
 let e: Env;
 before(async () => {

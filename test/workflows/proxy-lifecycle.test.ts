@@ -9,9 +9,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ProxySpecError, toFailure } from '../../activities/errors.ts';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import { InsufficientCapacity } from '../../lib/kvm2/errors.ts';
-import { imageWorkflowId } from '../../shared/image.ts';
-import type { ImageResult } from '../../shared/image.ts';
-import type { ProxyOutcome, ProxyStatus, VmReading } from '../../shared/proxy.ts';
+import { imageWorkflowId } from '../../contracts/image.ts';
+import type { ImageResult } from '../../contracts/image.ts';
+import type { ProxyOutcome, ProxyStatus, VmReading } from '../../contracts/proxy.ts';
 import {
   BASE,
   created,
@@ -37,9 +37,9 @@ import {
   upsertedStates,
   withProxy,
   workflowTaskFailures,
-} from './harness.ts';
+} from '../support/workflow-harness.ts';
 import type { ensureImageWorkflow } from '../../workflows/image.ts';
-import type { Env } from './harness.ts';
+import type { Env } from '../support/workflow-harness.ts';
 import { withTimeout } from '../support/temporal.ts';
 
 let e: Env;

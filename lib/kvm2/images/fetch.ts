@@ -8,7 +8,7 @@ import { Readable } from 'node:stream';
 import { ProjectError } from '../../errors.ts';
 import { LibvirtUploadSourceError } from '../../libvirt/errors.ts';
 import type { StoragePool, StorageVol } from '../../libvirt/protocol.ts';
-import type { Link } from '../../ssh/pool.ts';
+import type { Link } from '../../hostlink/pool.ts';
 import { openHttpDownload } from './http-download.ts';
 import type { HttpDownload } from './http-download.ts';
 import {

@@ -3,7 +3,7 @@
  * and the internal plan and call context shared by its parts.
  */
 import type { Rpc } from '../rpc.ts';
-import type { HostLinks } from '../../ssh/pool.ts';
+import type { HostLinks } from '../../hostlink/pool.ts';
 import type { ImageFormat } from './base-names.ts';
 
 /** One configured base image of a provider entry. */

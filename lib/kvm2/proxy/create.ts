@@ -6,7 +6,7 @@
 import { Readable } from 'node:stream';
 import { ErrorNumber } from '../../libvirt/constants.ts';
 import { LibvirtError } from '../../libvirt/errors.ts';
-import type { HostLinks } from '../../ssh/pool.ts';
+import type { HostLinks } from '../../hostlink/pool.ts';
 import { buildCloudInitSeed } from '../seed/cloud-config.ts';
 import { buildDomainXml } from './domain-xml.ts';
 import { buildVolumeXml } from '../volume-xml.ts';

@@ -8,7 +8,7 @@ import { DomainState, ErrorNumber, UndefineFlags } from '../../libvirt/constants
 import type { LibvirtClient } from '../../libvirt/client.ts';
 import { isNotFound, LibvirtError, unlessNotFound } from '../../libvirt/errors.ts';
 import type { Domain } from '../../libvirt/protocol.ts';
-import type { HostLinks } from '../../ssh/pool.ts';
+import type { HostLinks } from '../../hostlink/pool.ts';
 import { lookupDomain, rpcOn } from '../rpc.ts';
 import type { Rpc } from '../rpc.ts';
 import { assertOwned, readOwnerMark } from './adoption-guard.ts';

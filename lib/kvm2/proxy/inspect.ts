@@ -5,7 +5,7 @@
 import type { CallOptions } from '../../libvirt/connection.ts';
 import type { LibvirtClient } from '../../libvirt/client.ts';
 import { isNotFound, unlessNotFound } from '../../libvirt/errors.ts';
-import type { HostLinks } from '../../ssh/pool.ts';
+import type { HostLinks } from '../../hostlink/pool.ts';
 import { rpcOn } from '../rpc.ts';
 import { readAddress } from './addresses.ts';
 import type { AddressReading } from './addresses.ts';

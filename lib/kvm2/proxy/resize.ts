@@ -5,7 +5,7 @@
  * disk is not resized. The adoption guard applies: only our own domain is changed.
  */
 import { DomainXmlFlags } from '../../libvirt/constants.ts';
-import type { HostLinks } from '../../ssh/pool.ts';
+import type { HostLinks } from '../../hostlink/pool.ts';
 import { Kvm2ResizeError } from '../errors.ts';
 import { rpcOn } from '../rpc.ts';
 import { assertOwned, readOwnerMark } from './adoption-guard.ts';

@@ -4,8 +4,8 @@
 // address, a `curl` line that uses it and the Web UI link to its run. Stdout gets one JSON line.
 import type { Client } from '@temporalio/client';
 import { loadProvidersFile } from '../lib/config/index.ts';
-import { PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../shared/proxy.ts';
-import type { ProxyStatus } from '../shared/proxy.ts';
+import { PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
+import type { ProxyStatus } from '../contracts/proxy.ts';
 
 export interface ProxyUpOptions {
   name: string;

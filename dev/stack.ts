@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CliError, EXIT } from './egressctl-client.ts';
+import { CliError, EXIT } from '../cli/http.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const STOP_GRACE_MS = 20_000;

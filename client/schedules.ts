@@ -3,7 +3,7 @@
 import { ScheduleAlreadyRunning } from '@temporalio/client';
 import type { Client, ScheduleOptions } from '@temporalio/client';
 import type { ProvidersConfig } from '../lib/config/index.ts';
-import { GC_SCHEDULE_ID, GC_WORKFLOW_TYPE, HEALTH_SCHEDULE_ID, HEALTH_WORKFLOW_TYPE } from '../shared/fleet.ts';
+import { GC_SCHEDULE_ID, GC_WORKFLOW_TYPE, HEALTH_SCHEDULE_ID, HEALTH_WORKFLOW_TYPE } from '../contracts/fleet.ts';
 
 export function fleetSchedules(config: ProvidersConfig, taskQueue: string): ScheduleOptions[] {
   return [

@@ -1,5 +1,5 @@
 // The local test hosts (test/hosts/testhost descriptors) as hosts of a providers file: one mapping
-// for the main job's embedded default (workers/dev-providers.ts) and the tests' fleets.
+// for the main job's embedded default (dev/providers.ts) and the tests' fleets.
 
 /** What `test/hosts/testhost up` writes per host (the fields a providers file needs). */
 export interface TesthostDescriptor {

@@ -4,7 +4,7 @@
 // the worker keeps for a while (docs/benchmarks.md, footprint). Here the bundle is built with the
 // same plugins (the OpenTelemetry workflow interceptors) and stored under a key that hashes
 // everything that goes into it: the files of the directories workflows may import from
-// (workflows/, shared/, and activities/ for its types; eslint refuses any other project import in
+// (workflows/, contracts/, and activities/ for its types; eslint refuses any other project import in
 // workflows/, and test/unit/workflow-bundle.test.ts checks the bundle holds nothing else), the
 // lockfile (SDK, interceptors), the SDK's version and the bundler's inputs. A changed file gives
 // a new key, so a stale bundle is never used; a run with no usable cache builds in memory, as before.
@@ -20,7 +20,7 @@ import type { BundleOptions, BundlerPlugin } from '@temporalio/worker';
 import type { Logger } from 'pino';
 
 /** The project directories whose files the workflow bundle may contain. */
-export const BUNDLE_SOURCE_DIRS = ['workflows', 'shared', 'activities'] as const;
+export const BUNDLE_SOURCE_DIRS = ['workflows', 'contracts', 'activities'] as const;
 /** Bundles kept in the cache directory (newest first); older ones are removed. */
 const KEEP = 4;
 const FORMAT = 'egress-proxies workflow bundle v1';

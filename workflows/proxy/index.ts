@@ -23,10 +23,10 @@ import {
   upsertMemo,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities/index.ts';
-import { IMAGE_LEAVE_SIGNAL, IMAGE_PROGRESS_SIGNAL, IMAGE_READY_SIGNAL, imageWorkflowId } from '../shared/image.ts';
-import type { EnsuredBase, ImageJoin, ImageProgressSignal, ImageResult } from '../shared/image.ts';
-import { PROXY_DELETE_UPDATE, PROXY_RESIZE_UPDATE, PROXY_STATUS_QUERY } from '../shared/proxy.ts';
+import type { Activities } from '../../activities/index.ts';
+import { IMAGE_LEAVE_SIGNAL, IMAGE_PROGRESS_SIGNAL, IMAGE_READY_SIGNAL, imageWorkflowId } from '../../contracts/image.ts';
+import type { EnsuredBase, ImageJoin, ImageProgressSignal, ImageResult } from '../../contracts/image.ts';
+import { PROXY_DELETE_UPDATE, PROXY_RESIZE_UPDATE, PROXY_STATUS_QUERY } from '../../contracts/proxy.ts';
 import type {
   DeleteAccepted,
   ProxyOutcome,
@@ -35,10 +35,10 @@ import type {
   ProxyStatus,
   ResolvedProxy,
   VmSize,
-} from '../shared/proxy.ts';
-import { CAPACITY_ERROR, CLEANUP_ACTIVITY, POLL_ACTIVITY, PROBE_ACTIVITY, RPC_ACTIVITY } from './activity-options.ts';
-import { failureInfo } from './failures.ts';
-import { upsertProxySearchAttributes } from './search-attributes.ts';
+} from '../../contracts/proxy.ts';
+import { CAPACITY_ERROR, CLEANUP_ACTIVITY, POLL_ACTIVITY, PROBE_ACTIVITY, RPC_ACTIVITY } from '../activity-options.ts';
+import { failureInfo } from '../failures.ts';
+import { upsertProxySearchAttributes } from '../search-attributes.ts';
 import {
   applyAddress,
   applyProbe,
@@ -47,7 +47,7 @@ import {
   pickHost,
   setCondition,
   withResolved,
-} from './proxy-state.ts';
+} from './state.ts';
 
 const rpc = proxyActivities<Activities>(RPC_ACTIVITY);
 const poll = proxyActivities<Activities>(POLL_ACTIVITY);

@@ -1,8 +1,8 @@
 // Pure helpers of the proxy lifecycle: the initial status, condition changes, health hysteresis,
 // the address grace (H3) and host placement. No I/O, no workflow APIs: unit-tested on their own.
-import type { HostSurvey } from '../shared/fleet.ts';
-import type { Condition, ConditionStatus, ProxyStatus, ResolvedProxy } from '../shared/proxy.ts';
-import type { ProxySpec } from '../shared/proxy.ts';
+import type { HostSurvey } from '../../contracts/fleet.ts';
+import type { Condition, ConditionStatus, ProxyStatus, ResolvedProxy } from '../../contracts/proxy.ts';
+import type { ProxySpec } from '../../contracts/proxy.ts';
 
 /** Free pool space a host needs to be picked: the overlay headers and seed plus createProxy's 1 GiB reserve. */
 export const PLACEMENT_NEED_BYTES = 1024 ** 3 + 16 * 1024 ** 2;

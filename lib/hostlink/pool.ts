@@ -8,7 +8,7 @@
 import { EventEmitter } from 'node:events';
 import type { CallOptions } from '../libvirt/connection.ts';
 import type { LibvirtClient } from '../libvirt/client.ts';
-import { SshAbortedError, SshPoolClosedError, SshPoolQueueTimeoutError } from './errors.ts';
+import { SshAbortedError, SshPoolClosedError, SshPoolQueueTimeoutError } from '../ssh/errors.ts';
 import { Link, openLink } from './link.ts';
 import type { HostTarget, LinkOptions, LinkPurpose } from './link.ts';
 import { waitBounded } from '../wait.ts';

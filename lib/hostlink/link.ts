@@ -7,11 +7,11 @@
 import { LibvirtClient } from '../libvirt/client.ts';
 import type { ClientOptions } from '../libvirt/client.ts';
 import { tracingObserver } from '../libvirt/observe.ts';
-import { dialSsh } from './dial.ts';
-import type { DialOptions } from './dial.ts';
-import { DEFAULT_LIBVIRT_SOCKET } from './session.ts';
-import type { SshSession } from './session.ts';
-import type { SshTarget } from './target.ts';
+import { dialSsh } from '../ssh/dial.ts';
+import type { DialOptions } from '../ssh/dial.ts';
+import { DEFAULT_LIBVIRT_SOCKET } from '../ssh/session.ts';
+import type { SshSession } from '../ssh/session.ts';
+import type { SshTarget } from '../ssh/target.ts';
 
 /** What a link is for: short RPCs (pooled), bulk transfers, or health checks (dedicated). */
 export type LinkPurpose = 'rpc' | 'bulk' | 'health';

@@ -15,26 +15,26 @@ import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Activities } from '../../activities/index.ts';
 import type { CreatedProxy, DeletedProxy, ListedProxy, ResizedProxy } from '../../lib/kvm2/index.ts';
-import type { HostSurvey } from '../../shared/fleet.ts';
+import type { HostSurvey } from '../../contracts/fleet.ts';
 import {
   IMAGE_JOIN_SIGNAL,
   IMAGE_PROGRESS_SIGNAL,
   IMAGE_STATUS_QUERY,
   IMAGE_WORKFLOW_TYPE,
   imageWorkflowId,
-} from '../../shared/image.ts';
+} from '../../contracts/image.ts';
 import type {
   EnsuredBase,
   ImageJoin,
   ImageProgressSignal,
   ImageStatus,
   ImageWorkflowInput,
-} from '../../shared/image.ts';
-import { PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../shared/proxy.ts';
-import type { Condition, ProbeOutcome, ProxySpec, ProxyStatus, ResolvedProxy, VmReading } from '../../shared/proxy.ts';
+} from '../../contracts/image.ts';
+import { PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../contracts/proxy.ts';
+import type { Condition, ProbeOutcome, ProxySpec, ProxyStatus, ResolvedProxy, VmReading } from '../../contracts/proxy.ts';
 import type { PlacedProxy } from '../../activities/proxy.ts';
-import type { proxyLifecycle, ProxyWorkflowInput } from '../../workflows/proxy.ts';
-import { CUSTOM_SEARCH_ATTRIBUTES } from '../../shared/search-attributes.ts';
+import type { proxyLifecycle, ProxyWorkflowInput } from '../../workflows/proxy/index.ts';
+import { CUSTOM_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
 import {
   INDEXED_VALUE_TYPE_NAMES,
   installTestRuntime,
@@ -43,7 +43,7 @@ import {
   uniqueId,
   withTimeout,
   WORKFLOWS_PATH,
-} from '../support/temporal.ts';
+} from './temporal.ts';
 
 export const HOUR_MS = 60 * 60 * 1000;
 /** The health interval the tests give proxies: long, so nothing happens between `step`s. */

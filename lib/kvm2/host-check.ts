@@ -1,12 +1,12 @@
 // Host check: dial each host of the providers file (or of one entry) over SSH on a health link of
 // its own, forward the libvirt socket, and report reachability, round trip, versions and pool
 // space. Shared by `node workers/cli.ts host-check` and `egressctl hosts check`.
-import { ConfigError, loadProvidersFile } from '../lib/config/index.ts';
-import { HostLinks } from '../lib/ssh/pool.ts';
-import { hostHealth, hostLinksOptions, hostTarget } from '../lib/kvm2/index.ts';
-import type { HostHealth } from '../lib/kvm2/index.ts';
-import { errorKind } from '../lib/errors.ts';
-import type { Logger } from '../lib/log/logger.ts';
+import { ConfigError, loadProvidersFile } from '../config/index.ts';
+import { HostLinks } from '../hostlink/pool.ts';
+import { hostHealth, hostLinksOptions, hostTarget } from './index.ts';
+import type { HostHealth } from './index.ts';
+import { errorKind } from '../errors.ts';
+import type { Logger } from '../log/logger.ts';
 
 /** A bad request of the caller (unknown entry): the CLIs exit 2 on it. */
 export class HostCheckUsageError extends Error {}

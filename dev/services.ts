@@ -1,13 +1,13 @@
 // The main job's local services (scripts/main starts and stops this process with a pid file):
 //
 //   - an image mirror on loopback serving the test image file at /images/proxy.qcow2, the URL
-//     workers/dev-providers.ts writes into the embedded default providers file (the worker fetches
+//     dev/providers.ts writes into the embedded default providers file (the worker fetches
 //     it and streams it into each host's pool);
 //   - the health target on a test host's root-side address: an HTTP server that answers every
 //     request with one line, so the health probe's CONNECT through a guest's Squid really connects
 //     out, and an operator's `curl -p -x http://<proxy>:3128 http://<target>/` shows it working.
 //
-//   node workers/dev-services.ts --image FILE [--mirror 127.0.0.1:8480] [--target 10.231.1.1:8481]
+//   node dev/services.ts --image FILE [--mirror 127.0.0.1:8480] [--target 10.231.1.1:8481]
 //
 // Logs are JSON lines on stdout. SIGINT/SIGTERM close both servers and every open socket.
 import { createReadStream, statSync } from 'node:fs';
@@ -28,7 +28,7 @@ const { values } = parseArgs({
 });
 if (values.help || values.image === undefined) {
   process.stdout.write(
-    'Usage: node workers/dev-services.ts --image FILE [--mirror 127.0.0.1:8480] [--target 10.231.1.1:8481]\n',
+    'Usage: node dev/services.ts --image FILE [--mirror 127.0.0.1:8480] [--target 10.231.1.1:8481]\n',
   );
   process.exit(values.help ? 0 : 2);
 }
