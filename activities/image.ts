@@ -5,8 +5,19 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { ensureImage, findImage } from '../lib/kvm2/index.ts';
 import type { EnsuredImage, ImageProgress } from '../lib/kvm2/index.ts';
-import { IMAGE_JOIN_SIGNAL, IMAGE_PROGRESS_SIGNAL, IMAGE_STATUS_QUERY, IMAGE_WORKFLOW_TYPE } from '../contracts/image.ts';
-import type { EnsuredBase, ImageJoin, ImageProgressSignal, ImageStatus, ImageWorkflowInput } from '../contracts/image.ts';
+import {
+  IMAGE_JOIN_SIGNAL,
+  IMAGE_PROGRESS_SIGNAL,
+  IMAGE_STATUS_QUERY,
+  IMAGE_WORKFLOW_TYPE,
+} from '../contracts/image.ts';
+import type {
+  EnsuredBase,
+  ImageJoin,
+  ImageProgressSignal,
+  ImageStatus,
+  ImageWorkflowInput,
+} from '../contracts/image.ts';
 import { mapped, ProxySpecError } from './errors.ts';
 import type { HostRegistry } from './hosts.ts';
 import type { WorkerMetrics } from './metrics.ts';

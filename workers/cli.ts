@@ -112,7 +112,10 @@ try {
     }
     const address = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
     const namespace = process.env['TEMPORAL_NAMESPACE'] || 'default';
-    const [{ Client, Connection }, { proxyUp }] = await Promise.all([temporalClient(), import('../client/proxy-up.ts')]);
+    const [{ Client, Connection }, { proxyUp }] = await Promise.all([
+      temporalClient(),
+      import('../client/proxy-up.ts'),
+    ]);
     const connection = await Connection.connect({ address, connectTimeout: timeoutMs });
     try {
       const up = await proxyUp(new Client({ connection, namespace }), {

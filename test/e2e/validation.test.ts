@@ -46,7 +46,12 @@ import { GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts
 import type { GcResult, ProviderHealthResult } from '../../contracts/fleet.ts';
 import { IMAGE_WORKFLOW_TYPE, imageWorkflowId } from '../../contracts/image.ts';
 import type { ImageResult } from '../../contracts/image.ts';
-import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../contracts/proxy.ts';
+import {
+  PROXY_DELETE_UPDATE,
+  PROXY_STATUS_QUERY,
+  PROXY_WORKFLOW_TYPE,
+  proxyWorkflowId,
+} from '../../contracts/proxy.ts';
 import type { ProxyOutcome, ProxyStatus } from '../../contracts/proxy.ts';
 import { sleep, within } from '../support/bounded.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';

@@ -233,14 +233,10 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
 
   test('hosts check prints one JSON line per host of the providers file', async () => {
     const providers = join(tmp, 'providers.yaml');
-    const made = await pexec(
-      process.execPath,
-      ['dev/providers.ts', '--state', TESTHOST_STATE, '--out', providers],
-      {
-        cwd: PROJECT_ROOT,
-        timeout: 60_000,
-      },
-    );
+    const made = await pexec(process.execPath, ['dev/providers.ts', '--state', TESTHOST_STATE, '--out', providers], {
+      cwd: PROJECT_ROOT,
+      timeout: 60_000,
+    });
     assert.equal(made.stderr.includes('"level":"error"'), false);
     const r = await ctl(['hosts', 'check', '--providers', providers, '--output', 'json']);
     assert.equal(r.code, 0, r.stderr);

@@ -25,7 +25,12 @@ import { after, before, describe, test } from 'node:test';
 import { Connection } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import { CUSTOM_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
-import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../contracts/proxy.ts';
+import {
+  PROXY_DELETE_UPDATE,
+  PROXY_STATUS_QUERY,
+  PROXY_WORKFLOW_TYPE,
+  proxyWorkflowId,
+} from '../../contracts/proxy.ts';
 import type { DeleteAccepted, ProxyOutcome, ProxyStatus } from '../../contracts/proxy.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
 import type { WorkerProcess } from '../support/fleet.ts';

@@ -15,7 +15,12 @@ import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
-import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../contracts/proxy.ts';
+import {
+  PROXY_DELETE_UPDATE,
+  PROXY_STATUS_QUERY,
+  PROXY_WORKFLOW_TYPE,
+  proxyWorkflowId,
+} from '../../contracts/proxy.ts';
 import type { ProxyStatus } from '../../contracts/proxy.ts';
 import { fleetConfig, startFleetWorker } from '../support/fleet.ts';
 import type { RunningWorker } from '../support/fleet.ts';

@@ -29,7 +29,12 @@ import type { NativeConnection } from '@temporalio/worker';
 import { createLogger } from '../../lib/log/logger.ts';
 import type { ProvidersConfig } from '../../lib/config/index.ts';
 import { imageWorkflowId } from '../../contracts/image.ts';
-import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../contracts/proxy.ts';
+import {
+  PROXY_DELETE_UPDATE,
+  PROXY_STATUS_QUERY,
+  PROXY_WORKFLOW_TYPE,
+  proxyWorkflowId,
+} from '../../contracts/proxy.ts';
 import type { ProxyOutcome, ProxyStatus } from '../../contracts/proxy.ts';
 import { setupTracing } from '../../runtime/telemetry.ts';
 import { fleetConfig, startFleetWorker } from '../support/fleet.ts';

@@ -31,7 +31,14 @@ import type {
   ImageWorkflowInput,
 } from '../../contracts/image.ts';
 import { PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../contracts/proxy.ts';
-import type { Condition, ProbeOutcome, ProxySpec, ProxyStatus, ResolvedProxy, VmReading } from '../../contracts/proxy.ts';
+import type {
+  Condition,
+  ProbeOutcome,
+  ProxySpec,
+  ProxyStatus,
+  ResolvedProxy,
+  VmReading,
+} from '../../contracts/proxy.ts';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import type { proxyLifecycle, ProxyWorkflowInput } from '../../workflows/proxy/index.ts';
 import { CUSTOM_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';

@@ -53,7 +53,18 @@ describe('docker-compose.yml and the Dockerfile', () => {
   }
 
   it('every module the entry points import is inside a copied folder', () => {
-    for (const dir of ['lib', 'contracts', 'runtime', 'client', 'cli', 'activities', 'workflows', 'api', 'workers', 'bin']) {
+    for (const dir of [
+      'lib',
+      'contracts',
+      'runtime',
+      'client',
+      'cli',
+      'activities',
+      'workflows',
+      'api',
+      'workers',
+      'bin',
+    ]) {
       assert.ok(copied.includes(dir), `the Dockerfile copies ${dir}/`);
     }
   });

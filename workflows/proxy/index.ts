@@ -24,7 +24,12 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../../activities/index.ts';
-import { IMAGE_LEAVE_SIGNAL, IMAGE_PROGRESS_SIGNAL, IMAGE_READY_SIGNAL, imageWorkflowId } from '../../contracts/image.ts';
+import {
+  IMAGE_LEAVE_SIGNAL,
+  IMAGE_PROGRESS_SIGNAL,
+  IMAGE_READY_SIGNAL,
+  imageWorkflowId,
+} from '../../contracts/image.ts';
 import type { EnsuredBase, ImageJoin, ImageProgressSignal, ImageResult } from '../../contracts/image.ts';
 import { PROXY_DELETE_UPDATE, PROXY_RESIZE_UPDATE, PROXY_STATUS_QUERY } from '../../contracts/proxy.ts';
 import type {
