@@ -1,18 +1,15 @@
 // The fleet-wide workflows, each run by a Temporal Schedule the worker keeps in place: orphan GC
 // (our marked domains whose proxy has no open workflow and that are older than the minimum age)
 // and provider health (every host's survey, which operators and placement read).
-import { defineQuery, proxyActivities, setHandler } from '@temporalio/workflow';
+import { proxyActivities, setHandler } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
-import { FLEET_RESULT_QUERY } from '../contracts/fleet.ts';
 import type { GcHostResult, GcResult, ProviderHealthResult } from '../contracts/fleet.ts';
+import { gcResultQuery, healthResultQuery } from '../contracts/messages.ts';
 import { QUICK_ACTIVITY, RPC_ACTIVITY } from './activity-options.ts';
 import { failureInfo } from './failures.ts';
 
 const quick = proxyActivities<Activities>(QUICK_ACTIVITY);
 const rpc = proxyActivities<Activities>(RPC_ACTIVITY);
-
-export const gcResultQuery = defineQuery<GcResult>(FLEET_RESULT_QUERY);
-export const healthResultQuery = defineQuery<ProviderHealthResult>(FLEET_RESULT_QUERY);
 
 /**
  * Deletes orphans on every host of every entry: domains with this installation's mark whose

@@ -6,8 +6,6 @@ import {
   CancellationScope,
   allHandlersFinished,
   condition,
-  defineQuery,
-  defineSignal,
   getExternalWorkflowHandle,
   isCancellation,
   proxyActivities,
@@ -15,15 +13,10 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
-import { IMAGE_JOIN_SIGNAL, IMAGE_LEAVE_SIGNAL, IMAGE_READY_SIGNAL, IMAGE_STATUS_QUERY } from '../contracts/image.ts';
-import type { ImageJoin, ImageResult, ImageStatus, ImageWorkflowInput } from '../contracts/image.ts';
+import type { ImageResult, ImageWorkflowInput } from '../contracts/image.ts';
+import { imageJoinSignal, imageLeaveSignal, imageReadySignal, imageStatusQuery } from '../contracts/messages.ts';
 import { UPLOAD_ACTIVITY } from './activity-options.ts';
 import { failureInfo } from './failures.ts';
-
-export const imageJoinSignal = defineSignal<[ImageJoin]>(IMAGE_JOIN_SIGNAL);
-export const imageLeaveSignal = defineSignal<[ImageJoin]>(IMAGE_LEAVE_SIGNAL);
-export const imageStatusQuery = defineQuery<ImageStatus>(IMAGE_STATUS_QUERY);
-const imageReadySignal = defineSignal<[ImageResult]>(IMAGE_READY_SIGNAL);
 
 /** Bound on one fetch-and-upload attempt when the input names none: 1 hour and 10 minutes. */
 const DEFAULT_ATTEMPT_MS = 70 * 60_000;

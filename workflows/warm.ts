@@ -4,27 +4,25 @@
 import {
   CancellationScope,
   condition,
-  defineSignal,
   getExternalWorkflowHandle,
   proxyActivities,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
-import { IMAGE_LEAVE_SIGNAL, IMAGE_READY_SIGNAL, imageWorkflowId } from '../contracts/image.ts';
-import type { ImageJoin, ImageResult } from '../contracts/image.ts';
+import { imageWorkflowId } from '../contracts/image.ts';
+import type { ImageResult } from '../contracts/image.ts';
+import { imageLeaveSignal, imageReadySignal } from '../contracts/messages.ts';
 import type { WarmHostResult, WarmInput, WarmResult } from '../contracts/warm.ts';
 import { QUICK_ACTIVITY, RPC_ACTIVITY } from './activity-options.ts';
 
 const quick = proxyActivities<Activities>(QUICK_ACTIVITY);
 const rpc = proxyActivities<Activities>(RPC_ACTIVITY);
-const readySignal = defineSignal<[ImageResult]>(IMAGE_READY_SIGNAL);
-const leaveSignal = defineSignal<[ImageJoin]>(IMAGE_LEAVE_SIGNAL);
 
 export async function warmImageWorkflow(input: WarmInput): Promise<WarmResult> {
   const me = workflowInfo().workflowId;
   const results = new Map<string, ImageResult>();
-  setHandler(readySignal, (r) => {
+  setHandler(imageReadySignal, (r) => {
     if (r.workflowId !== undefined) results.set(r.workflowId, r);
   });
   const { hosts, attemptTimeoutMs } = await quick.imageHosts(input);
@@ -43,7 +41,7 @@ export async function warmImageWorkflow(input: WarmInput): Promise<WarmResult> {
     await CancellationScope.nonCancellable(async () => {
       for (const id of ids.filter((i) => !results.has(i))) {
         await getExternalWorkflowHandle(id)
-          .signal(leaveSignal, { waiter: me })
+          .signal(imageLeaveSignal, { waiter: me })
           .catch(() => undefined);
       }
     });

@@ -11,9 +11,6 @@ import {
   condition,
   makeContinueAsNewFunc,
   patched,
-  defineQuery,
-  defineSignal,
-  defineUpdate,
   getExternalWorkflowHandle,
   isCancellation,
   proxyActivities,
@@ -24,14 +21,16 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../../activities/index.ts';
+import { imageWorkflowId } from '../../contracts/image.ts';
+import type { EnsuredBase, ImageResult } from '../../contracts/image.ts';
 import {
-  IMAGE_LEAVE_SIGNAL,
-  IMAGE_PROGRESS_SIGNAL,
-  IMAGE_READY_SIGNAL,
-  imageWorkflowId,
-} from '../../contracts/image.ts';
-import type { EnsuredBase, ImageJoin, ImageProgressSignal, ImageResult } from '../../contracts/image.ts';
-import { PROXY_DELETE_UPDATE, PROXY_RESIZE_UPDATE, PROXY_STATUS_QUERY } from '../../contracts/proxy.ts';
+  imageLeaveSignal,
+  imageProgressSignal,
+  imageReadySignal,
+  proxyDeleteUpdate,
+  proxyResizeUpdate,
+  proxyStatusQuery,
+} from '../../contracts/messages.ts';
 import type {
   DeleteAccepted,
   ProxyOutcome,
@@ -58,13 +57,6 @@ const rpc = proxyActivities<Activities>(RPC_ACTIVITY);
 const poll = proxyActivities<Activities>(POLL_ACTIVITY);
 const probe = proxyActivities<Activities>(PROBE_ACTIVITY);
 const cleanup = proxyActivities<Activities>(CLEANUP_ACTIVITY);
-
-export const statusQuery = defineQuery<ProxyStatus>(PROXY_STATUS_QUERY);
-export const deleteUpdate = defineUpdate<DeleteAccepted>(PROXY_DELETE_UPDATE);
-export const resizeUpdate = defineUpdate<ProxyStatus, [VmSize]>(PROXY_RESIZE_UPDATE);
-export const imageReadySignal = defineSignal<[ImageResult]>(IMAGE_READY_SIGNAL);
-export const imageProgressSignal = defineSignal<[ImageProgressSignal]>(IMAGE_PROGRESS_SIGNAL);
-const imageLeaveSignal = defineSignal<[ImageJoin]>(IMAGE_LEAVE_SIGNAL);
 
 /** What a run carries into the next one over continue-as-new. */
 export interface CarriedProxy {
@@ -142,7 +134,7 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
     st = { ...st, lastError: { kind: f.kind, code: f.code, message: f.message, at: nowIso() } };
   };
 
-  setHandler(statusQuery, () => st);
+  setHandler(proxyStatusQuery, () => st);
   setHandler(imageReadySignal, (r) => {
     imageResult = r;
   });
@@ -155,7 +147,7 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
     }
   });
   setHandler(
-    deleteUpdate,
+    proxyDeleteUpdate,
     () => {
       const fromState = st.state;
       deleteRequested = true;
@@ -173,7 +165,7 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
   const lastResizeError = (): string | undefined => resizeError;
   const terminal = (): boolean => st.state === 'Deleting' || st.state === 'Deleted' || st.state === 'Failed';
   setHandler(
-    resizeUpdate,
+    proxyResizeUpdate,
     async (size) => {
       await condition(() => (st.state === 'Running' && pendingResize === undefined) || terminal());
       if (st.state !== 'Running' || resolved === undefined) {

@@ -1,0 +1,46 @@
+// Every query, signal and update of the project's workflows, defined once. Workflows set their
+// handlers on these objects and clients pass the same objects to query, signal and update, so a
+// message's name and types cannot drift apart. The names come from the contract files; they are
+// recorded in histories, so they never change.
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { GcResult, ProviderHealthResult } from './fleet.ts';
+import { FLEET_RESULT_QUERY } from './fleet.ts';
+import type { ImageJoin, ImageProgressSignal, ImageResult, ImageStatus } from './image.ts';
+import {
+  IMAGE_JOIN_SIGNAL,
+  IMAGE_LEAVE_SIGNAL,
+  IMAGE_PROGRESS_SIGNAL,
+  IMAGE_READY_SIGNAL,
+  IMAGE_STATUS_QUERY,
+} from './image.ts';
+import type { DeleteAccepted, ProxyStatus, VmSize } from './proxy.ts';
+import { PROXY_DELETE_UPDATE, PROXY_RESIZE_UPDATE, PROXY_STATUS_QUERY } from './proxy.ts';
+
+// ---- the proxy workflow -------------------------------------------------------------------
+
+/** The proxy's current status. */
+export const proxyStatusQuery = defineQuery<ProxyStatus>(PROXY_STATUS_QUERY);
+/** Deletes the proxy: returns once the deletion is accepted (the workflow ends when it is done). */
+export const proxyDeleteUpdate = defineUpdate<DeleteAccepted>(PROXY_DELETE_UPDATE);
+/** Resizes a Running proxy (restart included): returns the status with the new size. */
+export const proxyResizeUpdate = defineUpdate<ProxyStatus, [VmSize]>(PROXY_RESIZE_UPDATE);
+
+// ---- the ensure-image workflow and its waiters (proxies, warm) -----------------------------
+
+/** To the ensure-image workflow: a waiter (`{ waiter }`, its workflow ID) waits on the image. */
+export const imageJoinSignal = defineSignal<[ImageJoin]>(IMAGE_JOIN_SIGNAL);
+/** To the ensure-image workflow: a waiter no longer waits; the last one out aborts the upload. */
+export const imageLeaveSignal = defineSignal<[ImageJoin]>(IMAGE_LEAVE_SIGNAL);
+/** The ensure-image workflow's waiters and result so far. */
+export const imageStatusQuery = defineQuery<ImageStatus>(IMAGE_STATUS_QUERY);
+/** To each waiter: the image is ready, or failed. */
+export const imageReadySignal = defineSignal<[ImageResult]>(IMAGE_READY_SIGNAL);
+/** To each waiter: upload progress. */
+export const imageProgressSignal = defineSignal<[ImageProgressSignal]>(IMAGE_PROGRESS_SIGNAL);
+
+// ---- the fleet workflows (one query name, each with its own result type) -------------------
+
+/** The orphan GC's result so far. */
+export const gcResultQuery = defineQuery<GcResult>(FLEET_RESULT_QUERY);
+/** The provider health survey's result so far. */
+export const healthResultQuery = defineQuery<ProviderHealthResult>(FLEET_RESULT_QUERY);
