@@ -9,9 +9,9 @@ import type { ClientOptions } from '../libvirt/client.ts';
 import { tracingObserver } from '../libvirt/observe.ts';
 import { dialSsh } from '../ssh/dial.ts';
 import type { DialOptions } from '../ssh/dial.ts';
-import { DEFAULT_LIBVIRT_SOCKET } from '../ssh/session.ts';
 import type { SshSession } from '../ssh/session.ts';
 import type { SshTarget } from '../ssh/target.ts';
+import { DEFAULT_LIBVIRT_SOCKET } from '../rules.ts';
 
 /** What a link is for: short RPCs (pooled), bulk transfers, or health checks (dedicated). */
 export type LinkPurpose = 'rpc' | 'bulk' | 'health';
@@ -20,7 +20,7 @@ export type LinkPurpose = 'rpc' | 'bulk' | 'health';
 export interface HostTarget extends SshTarget {
   /** A stable name for logs and errors (e.g. the config's host name). */
   name: string;
-  /** The libvirt socket on the host. Default `/var/run/libvirt/libvirt-sock`. */
+  /** The libvirt socket on the host. Default {@link DEFAULT_LIBVIRT_SOCKET} (`/var/run/libvirt/libvirt-sock`). */
   socketPath?: string;
   /** URI for CONNECT_OPEN. Default `qemu:///system`. */
   uri?: string;

@@ -8,7 +8,8 @@
 import { EventEmitter } from 'node:events';
 import type { CallOptions } from '../libvirt/connection.ts';
 import type { LibvirtClient } from '../libvirt/client.ts';
-import { SshAbortedError, SshPoolClosedError, SshPoolQueueTimeoutError } from '../ssh/errors.ts';
+import { SshAbortedError } from '../ssh/errors.ts';
+import { SshPoolClosedError, SshPoolQueueTimeoutError } from './errors.ts';
 import { Link, openLink } from './link.ts';
 import type { HostTarget, LinkOptions, LinkPurpose } from './link.ts';
 import { waitBounded } from '../wait.ts';
@@ -296,36 +297,6 @@ export class HostLinks extends EventEmitter<HostLinksEvents> {
     const next = this.#queue[0];
     if (next && this.#inFlight < this.#max) next.grant();
   }
-}
-
-/** Every host's links, by host name. */
-export class LinkPool {
-  readonly #hosts = new Map<string, HostLinks>();
-  readonly #options: HostLinksOptions;
-
-  constructor(options: HostLinksOptions = {}) {
-    this.#options = options;
-  }
-
-  /** The links of `target` (created on first use; a changed target replaces the old entry). */
-  host(target: HostTarget): HostLinks {
-    const existing = this.#hosts.get(target.name);
-    if (existing && sameTarget(existing.target, target)) return existing;
-    existing?.close(new Error(`${target.name}: host settings changed`));
-    const links = new HostLinks(target, this.#options);
-    this.#hosts.set(target.name, links);
-    return links;
-  }
-
-  /** Closes every host. */
-  close(): void {
-    for (const h of this.#hosts.values()) h.close();
-    this.#hosts.clear();
-  }
-}
-
-function sameTarget(a: HostTarget, b: HostTarget): boolean {
-  return JSON.stringify(a) === JSON.stringify(b);
 }
 
 export { Link };

@@ -19,11 +19,8 @@ import { classifyClientError, classifyOpenError } from './classify.ts';
 import { OutgoingPacketPool } from './packet-pool.ts';
 import { ackHostKeysPromptly } from './prompt-ack.ts';
 import type { SshLogger } from './logger.ts';
-import { DEFAULT_LIBVIRT_SOCKET } from '../rules.ts';
 import { settleOnce } from '../wait.ts';
 
-/** The libvirt daemon's read-write socket on a host. (lib/rules.ts) */
-export { DEFAULT_LIBVIRT_SOCKET };
 /** Default bound on opening one forwarded channel. */
 export const DEFAULT_OPEN_TIMEOUT_MS = 10_000;
 
@@ -160,7 +157,7 @@ export class SshSession extends EventEmitter<SessionEvents> {
    * `classifyOpenError`), {@link SshTimeoutError} `SSH_OPEN_TIMEOUT`, {@link SshAbortedError} or
    * {@link SshSessionDeadError}.
    */
-  openStreamLocal(socketPath: string = DEFAULT_LIBVIRT_SOCKET, options: OpenStreamLocalOptions = {}): Promise<Duplex> {
+  openStreamLocal(socketPath: string, options: OpenStreamLocalOptions = {}): Promise<Duplex> {
     return this.#openChannel(
       socketPath,
       options,

@@ -17,8 +17,8 @@ import { errorKind } from '../../lib/errors.ts';
 import { ErrorNumber } from '../../lib/libvirt/constants.ts';
 import { LibvirtError } from '../../lib/libvirt/errors.ts';
 import type { Link } from '../../lib/hostlink/link.ts';
-import { LinkPool } from '../../lib/hostlink/pool.ts';
-import type { HostLinksOptions, HostLinks } from '../../lib/hostlink/pool.ts';
+import { HostLinks } from '../../lib/hostlink/pool.ts';
+import type { HostLinksOptions } from '../../lib/hostlink/pool.ts';
 import {
   injectSshFault,
   processState,
@@ -112,14 +112,15 @@ void describe('SSH links under faults on a real test host', { timeout: 300_000 }
     return;
   }
   const [h1, h2] = hosts as [TestHost, TestHost];
-  let pool: LinkPool;
+  let h1Links: HostLinks;
+  let h2Links: HostLinks;
   /** sshd processes (inside h1) of connections we opened; killed at the end so that nothing lingers. */
   const serverPids = new Set<number>();
   const volumes: string[] = [];
   const links: Link[] = [];
 
-  const hl1 = (): HostLinks => pool.host(hostTarget(h1));
-  const hl2 = (): HostLinks => pool.host(hostTarget(h2));
+  const hl1 = (): HostLinks => h1Links;
+  const hl2 = (): HostLinks => h2Links;
 
   /** sshd processes of h1's current pooled link. */
   let pooledPids: number[] = [];
@@ -203,7 +204,8 @@ void describe('SSH links under faults on a real test host', { timeout: 300_000 }
   before(async () => {
     const done = await restoreHost(h1, hosts.length);
     if (done.length > 0) process.stderr.write(`# ${h1.name} restored before the tests: ${done.join(', ')}\n`);
-    pool = new LinkPool(OPTIONS);
+    h1Links = new HostLinks(hostTarget(h1), OPTIONS);
+    h2Links = new HostLinks(hostTarget(h2), OPTIONS);
   });
 
   after(async () => {
@@ -227,7 +229,8 @@ void describe('SSH links under faults on a real test host', { timeout: 300_000 }
         }
       }
     }
-    pool.close();
+    h1Links.close();
+    h2Links.close();
   });
 
   void it(

@@ -1,5 +1,5 @@
 /**
- * Links and the per-host link pool (lib/hostlink/link.ts, lib/hostlink/pool.ts) against the real test hosts
+ * Links and the per-host links (lib/hostlink/link.ts, lib/hostlink/pool.ts) against the real test hosts
  * (sshd inside each host's network namespace, libvirtd behind it) and, where a server must be
  * reconfigured or counted, against a throwaway loopback sshd that forwards to a test host's real
  * libvirt socket: the call-slot limit seen from both sides, the queue bound, replacement of a
@@ -17,9 +17,10 @@ import { after, before, describe, it } from 'node:test';
 import { errorKind } from '../../lib/errors.ts';
 import { ErrorNumber } from '../../lib/libvirt/constants.ts';
 import { LibvirtConnectionError, LibvirtError } from '../../lib/libvirt/errors.ts';
-import { SshAuthError, SshHostKeyError, SshPoolQueueTimeoutError, SshTimeoutError } from '../../lib/ssh/errors.ts';
+import { SshAuthError, SshHostKeyError, SshTimeoutError } from '../../lib/ssh/errors.ts';
+import { SshPoolQueueTimeoutError } from '../../lib/hostlink/errors.ts';
 import type { HostTarget, Link } from '../../lib/hostlink/link.ts';
-import { HostLinks, LinkPool } from '../../lib/hostlink/pool.ts';
+import { HostLinks } from '../../lib/hostlink/pool.ts';
 import type { HostLinksOptions } from '../../lib/hostlink/pool.ts';
 import { processState, signalPids, sshdPidsFor, waitGone, withNewSshPort } from '../support/host-faults.ts';
 import { generateKey, startSshd, startTarpit, startTcpRelay } from '../support/sshd.ts';
@@ -327,7 +328,13 @@ void describe('link pool against a throwaway sshd forwarding to a test host libv
   const h1 = hosts[0]!;
   let sshd: ThrowawaySshd;
   const servers: TestServer[] = [];
-  let pool: LinkPool;
+  const owned: HostLinks[] = [];
+  /** The links of `t`, closed after the tests. */
+  const hostLinks = (t: HostTarget): HostLinks => {
+    const l = new HostLinks(t, { ...OPTIONS, dial: { ...OPTIONS.dial, readyTimeoutMs: 500 } });
+    owned.push(l);
+    return l;
+  };
 
   const target = (over: Partial<HostTarget> = {}): HostTarget => ({
     name: 'loopback-sshd',
@@ -342,16 +349,15 @@ void describe('link pool against a throwaway sshd forwarding to a test host libv
 
   before(async () => {
     sshd = await startSshd();
-    pool = new LinkPool({ ...OPTIONS, dial: { ...OPTIONS.dial, readyTimeoutMs: 500 } });
   });
   after(async () => {
-    pool.close();
+    for (const l of owned) l.close();
     for (const s of servers) await s.close();
     await sshd.stop();
   });
 
   void it('reaches the real libvirtd through the loopback sshd', T, async () => {
-    const v = await pool.host(target({ name: 'plain' })).call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 });
+    const v = await hostLinks(target({ name: 'plain' })).call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 });
     assert.ok(v >= 9_000_000n);
   });
 
@@ -371,7 +377,7 @@ void describe('link pool against a throwaway sshd forwarding to a test host libv
       for (const [what, lines] of Object.entries(cases)) {
         const path = join(sshd.dir, `kh-${what}`);
         await writeFile(path, lines.map((l) => `${l}\n`).join(''));
-        const l = pool.host(target({ name: `hk-${what}`, port: relay.port, knownHostsPath: path }));
+        const l = hostLinks(target({ name: `hk-${what}`, port: relay.port, knownHostsPath: path }));
         for (let i = 1; i <= 2; i++) {
           const before = relay.connections();
           const err = await failure(l.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }));
@@ -389,7 +395,7 @@ void describe('link pool against a throwaway sshd forwarding to a test host libv
   void it('a tarpit behind the pool: the call fails at the ready timeout, Transient SSH_READY_TIMEOUT', T, async () => {
     const tarpit = await startTarpit();
     servers.push(tarpit);
-    const l = pool.host(target({ name: 'tarpit', port: tarpit.port }));
+    const l = hostLinks(target({ name: 'tarpit', port: tarpit.port }));
     for (let i = 1; i <= 2; i++) {
       const t0 = performance.now();
       const err = await failure(l.call((c, o) => c.getLibVersion(o), { timeoutMs: 10_000 }));
@@ -411,7 +417,7 @@ void describe('link pool against a throwaway sshd forwarding to a test host libv
       await copyFile(keyPath, `${keyPath}.old`);
       await sshd.authorize([first.publicLine]);
       try {
-        const l = pool.host(target({ name: 'rotating', keyPath }));
+        const l = hostLinks(target({ name: 'rotating', keyPath }));
         await l.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 });
         const before = l.pooledLink;
         const second = await generateKey(keyPath);
@@ -425,7 +431,7 @@ void describe('link pool against a throwaway sshd forwarding to a test host libv
         assert.equal(l.stats().dials, 2);
         assert.notEqual(l.pooledLink, before);
         // The old key is refused now, so the second dial could only have used the new one.
-        const old = pool.host(target({ name: 'old-key', keyPath: `${keyPath}.old` }));
+        const old = hostLinks(target({ name: 'old-key', keyPath: `${keyPath}.old` }));
         const err = await failure(old.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }));
         assert.ok(err instanceof SshAuthError, String(err));
         assert.equal(errorKind(err), 'Permanent');

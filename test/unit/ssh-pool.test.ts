@@ -13,14 +13,10 @@ import { join } from 'node:path';
 import { after, before, beforeEach, describe, it } from 'node:test';
 import { errorKind } from '../../lib/errors.ts';
 import { LibvirtConnectionError } from '../../lib/libvirt/errors.ts';
-import {
-  SshAbortedError,
-  SshPoolClosedError,
-  SshPoolQueueTimeoutError,
-  SshTimeoutError,
-} from '../../lib/ssh/errors.ts';
+import { SshAbortedError, SshTimeoutError } from '../../lib/ssh/errors.ts';
+import { SshPoolClosedError, SshPoolQueueTimeoutError } from '../../lib/hostlink/errors.ts';
 import type { HostTarget } from '../../lib/hostlink/link.ts';
-import { HostLinks, LinkPool } from '../../lib/hostlink/pool.ts';
+import { HostLinks } from '../../lib/hostlink/pool.ts';
 import type { HostLinksOptions, LinkDeathEvent, LinkDialEvent, LinkRedialEvent } from '../../lib/hostlink/pool.ts';
 import { rejectionOf, ScriptedPeer, sleep, within, xdr } from '../support/fake-daemon.ts';
 import type { WirePacket } from '../support/fake-daemon.ts';
@@ -529,46 +525,5 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     assert.equal(errorKind(err), 'Transient');
     assert.ok(took >= 380 && took < 1_500, `took ${took} ms`);
     assert.equal(tarpit.connections() - before, 1);
-  });
-});
-
-void describe('LinkPool', () => {
-  let sshd: ThrowawaySshd;
-  let daemon: FakeLibvirtd;
-  before(async () => {
-    sshd = await startSshd();
-    daemon = new FakeLibvirtd(join(sshd.dir, 'libvirt-sock'));
-    daemon.autoAnswer = true;
-    await daemon.start();
-  });
-  after(async () => {
-    await daemon.close();
-    await sshd.stop();
-  });
-
-  void it('keeps one HostLinks per host name; a changed target closes the old one', T, async () => {
-    const pool = new LinkPool({ dial: { readyTimeoutMs: 5_000, keepaliveIntervalMs: 0 } });
-    try {
-      const t: HostTarget = {
-        name: 'h',
-        host: sshd.host,
-        port: sshd.port,
-        user: sshd.user,
-        keyPath: sshd.clientKey.privatePath,
-        knownHostsPath: sshd.knownHostsPath,
-        socketPath: daemon.path,
-      };
-      const a = pool.host(t);
-      assert.equal(pool.host({ ...t }), a);
-      assert.equal(await a.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }), LIB_VERSION);
-      const link = a.pooledLink;
-      const b = pool.host({ ...t, uri: 'qemu:///session' });
-      assert.notEqual(b, a);
-      assert.ok(link?.isDead, 'the old host entry was closed');
-      assert.ok((await rejectionOf(a.call((c, o) => c.getLibVersion(o)))) instanceof SshPoolClosedError);
-      assert.equal(await b.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }), LIB_VERSION);
-    } finally {
-      pool.close();
-    }
   });
 });
