@@ -3,7 +3,7 @@
  * the entry's timeouts applied to dials and calls.
  */
 import type { HostConfig, ProviderEntry } from '../config/index.ts';
-import type { SshLogger } from '../ssh/logger.ts';
+import type { LineLogger } from '../log/line-logger.ts';
 import type { HostTarget } from '../hostlink/link.ts';
 import type { HostLinksOptions } from '../hostlink/pool.ts';
 
@@ -22,7 +22,7 @@ export function hostTarget(entry: ProviderEntry, host: HostConfig): HostTarget {
 }
 
 /** Link options from the entry's timeouts (connect, ready, per-call budget). */
-export function hostLinksOptions(entry: ProviderEntry, logger?: SshLogger): HostLinksOptions {
+export function hostLinksOptions(entry: ProviderEntry, logger?: LineLogger): HostLinksOptions {
   return {
     defaultTimeoutMs: entry.timeouts.rpcMs,
     dial: { connectTimeoutMs: entry.timeouts.connectMs, readyTimeoutMs: entry.timeouts.readyMs, logger },

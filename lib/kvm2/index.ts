@@ -7,7 +7,7 @@ export type { CreateProxyInput, CreatedProxy } from './proxy/create.ts';
 export { deleteProxy } from './proxy/delete.ts';
 export type { DeleteProxyInput, DeletedProxy, Outcome } from './proxy/delete.ts';
 export { getProxy, listProxies } from './proxy/inspect.ts';
-export type { GetProxyInput, ProxyStatus, ListedProxy } from './proxy/inspect.ts';
+export type { GetProxyInput, VmStatus, ListedProxy } from './proxy/inspect.ts';
 export type { AddressReading, AddressSourceName } from './proxy/addresses.ts';
 export type { ProxyVmState } from './proxy/vm-state.ts';
 export { ensureImage, findImage, PROGRESS_INTERVAL_MS } from './images/ensure.ts';

@@ -7,6 +7,7 @@ import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import type { Tracer } from '@opentelemetry/api';
 import { errorKind } from '../errors.ts';
 import { procName } from './constants.ts';
+import type { LineLogger } from '../log/line-logger.ts';
 
 export interface CallStart {
   proc: number;
@@ -29,13 +30,6 @@ export interface CallObservation {
 /** What the connection reports calls to. */
 export interface CallObserver {
   start(call: CallStart): CallObservation;
-}
-
-/** The subset of a pino logger the observer needs. */
-export interface LineLogger {
-  info(obj: object, msg?: string): void;
-  warn(obj: object, msg?: string): void;
-  debug?(obj: object, msg?: string): void;
 }
 
 export interface TracingObserverOptions {

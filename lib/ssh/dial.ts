@@ -13,13 +13,13 @@ import type { SshCredentials } from './credentials.ts';
 import { SshAbortedError, SshAuthError, SshConfigError, SshConnectError, SshTimeoutError } from './errors.ts';
 import { HostKeyCheck, hostKeyAlgorithms } from './host-key-check.ts';
 import { fingerprintSha256, knownKeyTypes } from './known-hosts.ts';
-import type { SshLogger } from './logger.ts';
 import { SshSession } from './session.ts';
 import { Client } from './ssh2-parts.ts';
 import type { NegotiatedAlgorithms } from './session.ts';
 import type { SshTarget } from './target.ts';
 import { connectTcp } from './tcp.ts';
 import { settleOnce } from '../wait.ts';
+import type { LineLogger } from '../log/line-logger.ts';
 
 export const DEFAULT_CONNECT_TIMEOUT_MS = 5_000;
 export const DEFAULT_READY_TIMEOUT_MS = 10_000;
@@ -67,7 +67,7 @@ export interface DialOptions {
   /** Aborts the dial (rejects with `SshAbortedError`, socket destroyed). */
   signal?: AbortSignal;
   /** pino-compatible logger: one line per dial; never key, passphrase or agent details. */
-  logger?: SshLogger;
+  logger?: LineLogger;
 }
 
 /**

@@ -18,8 +18,8 @@ import {
 import { classifyClientError, classifyOpenError } from './classify.ts';
 import { OutgoingPacketPool } from './packet-pool.ts';
 import { ackHostKeysPromptly } from './prompt-ack.ts';
-import type { SshLogger } from './logger.ts';
 import { settleOnce } from '../wait.ts';
+import type { LineLogger } from '../log/line-logger.ts';
 
 /** Default bound on opening one forwarded channel. */
 export const DEFAULT_OPEN_TIMEOUT_MS = 10_000;
@@ -53,7 +53,7 @@ export interface SshSessionInit {
   user: string;
   hostKeyFingerprint: string;
   negotiated: NegotiatedAlgorithms | undefined;
-  logger: SshLogger | undefined;
+  logger: LineLogger | undefined;
   /** Leave ssh2's per-packet buffers and writes alone (`DialOptions.stockSsh2Writes`). */
   stockWrites?: boolean;
 }
@@ -75,7 +75,7 @@ export class SshSession extends EventEmitter<SessionEvents> {
   readonly dead: Promise<Error>;
   readonly #client: Client;
   readonly #socket: Socket;
-  readonly #logger: SshLogger | undefined;
+  readonly #logger: LineLogger | undefined;
   readonly #channels = new Set<ClientChannel>();
   readonly #pendingOpens = new Set<(reason: Error) => void>();
   #resolveDead: (reason: Error) => void = () => undefined;

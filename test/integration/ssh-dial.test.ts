@@ -24,7 +24,7 @@ import {
   SshSessionDeadError,
   SshTimeoutError,
 } from '../../lib/ssh/errors.ts';
-import type { SshLogger } from '../../lib/ssh/logger.ts';
+import type { LineLogger } from '../../lib/log/line-logger.ts';
 import type { SshSession } from '../../lib/ssh/session.ts';
 import type { SshTarget } from '../../lib/ssh/target.ts';
 import {
@@ -59,7 +59,7 @@ async function failure(p: Promise<unknown>): Promise<Error> {
   );
 }
 
-function recordingLogger(): SshLogger & { lines: { level: string; obj: Record<string, unknown>; msg: string }[] } {
+function recordingLogger(): LineLogger & { lines: { level: string; obj: Record<string, unknown>; msg: string }[] } {
   const lines: { level: string; obj: Record<string, unknown>; msg: string }[] = [];
   return {
     lines,

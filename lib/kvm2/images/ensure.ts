@@ -20,15 +20,7 @@ import { checkDurationMs, isHttpUrl } from '../../rules.ts';
 import { checkIdentifier } from '../identifier.ts';
 import { baseVolumeName, markerVolumeName } from './base-names.ts';
 
-export type {
-  EnsuredImage,
-  EnsureImageInput,
-  EnsureImageLogger,
-  ImageMarker,
-  ImageProgress,
-  ImageSpec,
-  ImageTimeouts,
-} from './types.ts';
+export type { EnsuredImage, EnsureImageInput, ImageMarker, ImageProgress, ImageSpec, ImageTimeouts } from './types.ts';
 export { PROGRESS_INTERVAL_MS } from './fetch.ts';
 export { MARKER_MAX_BYTES, parseMarker } from './volumes.ts';
 

@@ -5,6 +5,7 @@
 import type { Rpc } from '../rpc.ts';
 import type { HostLinks } from '../../hostlink/pool.ts';
 import type { ImageFormat } from './base-names.ts';
+import type { LineLogger } from '../../log/line-logger.ts';
 
 /** One configured base image of a provider entry. */
 export interface ImageSpec {
@@ -44,11 +45,6 @@ export interface ImageProgress {
   bytesPerSecond: number;
 }
 
-export interface EnsureImageLogger {
-  info(o: object, m: string): void;
-  warn(o: object, m: string): void;
-}
-
 export interface EnsureImageInput {
   /** The provider entry's name (an identifier). */
   entry: string;
@@ -61,7 +57,7 @@ export interface EnsureImageInput {
   onProgress?: (p: ImageProgress) => void;
   /** Ends the ensure (ImageAbortedError); a fetch shared with other callers ends when all of them left. */
   signal?: AbortSignal;
-  logger?: EnsureImageLogger;
+  logger?: LineLogger;
 }
 
 export interface EnsuredImage {
@@ -107,7 +103,7 @@ export interface Plan {
   pool: string;
   links: HostLinks;
   timeouts: ImageTimeouts;
-  logger: EnsureImageLogger | undefined;
+  logger: LineLogger | undefined;
 }
 
 /** What the parts of one ensure share (internal). */

@@ -24,7 +24,8 @@ export interface GetProxyInput extends ProxyIdentity {
   signal?: AbortSignal;
 }
 
-export interface ProxyStatus {
+/** The VM's view of a proxy (libvirt state and address), not the workflow's `ProxyStatus` of contracts/proxy.ts. */
+export interface VmStatus {
   state: ProxyVmState;
   /** libvirt's raw (state, reason), for operators. */
   libvirtState?: { state: number; reason: number };
@@ -37,7 +38,7 @@ export interface ProxyStatus {
  * a Transient error (H3), never a missing one. Does not apply the adoption guard (reading is
  * harmless); `listProxies` and the mutating operations do.
  */
-export async function getProxy(input: GetProxyInput): Promise<ProxyStatus> {
+export async function getProxy(input: GetProxyInput): Promise<VmStatus> {
   const names = proxyObjectNames(input);
   return rpcOn(
     input.links,
