@@ -5,19 +5,9 @@ import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { ensureImage, findImage } from '../lib/kvm2/index.ts';
 import type { EnsuredImage, ImageProgress } from '../lib/kvm2/index.ts';
-import {
-  IMAGE_JOIN_SIGNAL,
-  IMAGE_PROGRESS_SIGNAL,
-  IMAGE_STATUS_QUERY,
-  IMAGE_WORKFLOW_TYPE,
-} from '../contracts/image.ts';
-import type {
-  EnsuredBase,
-  ImageJoin,
-  ImageProgressSignal,
-  ImageStatus,
-  ImageWorkflowInput,
-} from '../contracts/image.ts';
+import type { EnsuredBase, ImageProgressSignal, ImageWorkflowInput } from '../contracts/image.ts';
+import { imageAttemptTimeoutMs } from '../contracts/limits.ts';
+import { joinImage, tellImageWaiters } from '../client/images.ts';
 import { mapped, ProxySpecError } from './errors.ts';
 import type { HostRegistry } from './hosts.ts';
 import type { WorkerMetrics } from './metrics.ts';
@@ -27,7 +17,12 @@ export const PROGRESS_SIGNAL_INTERVAL_MS = 5_000;
 /** Heartbeats also go out on this beat when no progress arrives (lookups, verification). */
 const HEARTBEAT_BEAT_MS = 2_000;
 
-export function imageActivities(registry: HostRegistry, client: Client, taskQueue: string, metrics?: WorkerMetrics) {
+export function createImageActivities(
+  registry: HostRegistry,
+  client: Client,
+  taskQueue: string,
+  metrics?: WorkerMetrics,
+) {
   return {
     /**
      * The hosts of `entry` a warm covers, and the bound of one fetch-and-upload attempt there;
@@ -43,7 +38,10 @@ export function imageActivities(registry: HostRegistry, client: Client, taskQueu
             `entry ${entry.name} has no image ${JSON.stringify(input.key)} (known: ${known})`,
           );
         }
-        return { hosts: entry.hosts.map((h) => h.name), attemptTimeoutMs: entry.timeouts.downloadTotalMs + 60_000 };
+        return {
+          hosts: entry.hosts.map((h) => h.name),
+          attemptTimeoutMs: imageAttemptTimeoutMs(entry.timeouts.downloadTotalMs),
+        };
       });
     },
 
@@ -53,15 +51,7 @@ export function imageActivities(registry: HostRegistry, client: Client, taskQueu
      */
     async joinImage(input: { workflowId: string; image: ImageWorkflowInput; waiter: string }): Promise<void> {
       return mapped(async () => {
-        const join: ImageJoin = { waiter: input.waiter };
-        await client.workflow.signalWithStart(IMAGE_WORKFLOW_TYPE, {
-          workflowId: input.workflowId,
-          taskQueue,
-          args: [input.image],
-          signal: IMAGE_JOIN_SIGNAL,
-          signalArgs: [join],
-          staticSummary: `base image ${input.image.key} of ${input.image.entry} on ${input.image.host}`,
-        });
+        await joinImage(client, { ...input, taskQueue });
       });
     },
 
@@ -89,22 +79,13 @@ export function imageActivities(registry: HostRegistry, client: Client, taskQueu
       let lastSignalled = 0;
       const beat = setInterval(() => ctx.heartbeat(last), HEARTBEAT_BEAT_MS);
       const tellWaiters = async (p: ImageProgress): Promise<void> => {
-        const handle = client.workflow.getHandle(input.workflowId);
-        const status = await handle.query<ImageStatus>(IMAGE_STATUS_QUERY);
         const signal: ImageProgressSignal = {
           workflowId: input.workflowId,
           bytes: p.bytes,
           totalBytes: p.totalBytes,
           bytesPerSecond: Math.round(p.bytesPerSecond),
         };
-        await Promise.all(
-          status.waiters.map((w) =>
-            client.workflow
-              .getHandle(w)
-              .signal(IMAGE_PROGRESS_SIGNAL, signal)
-              .catch(() => undefined),
-          ),
-        );
+        await tellImageWaiters(client, input.workflowId, signal);
       };
       try {
         return await mapped(async () => {
@@ -179,3 +160,6 @@ function baseOf(e: EnsuredImage): EnsuredBase {
     cached: e.cached,
   };
 }
+
+/** The former name, until activities/index.ts imports `createImageActivities`. */
+export const imageActivities = createImageActivities;

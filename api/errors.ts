@@ -2,6 +2,10 @@
 // `{ error: { code, message, field? } }` with a 4xx, or a 503 when Temporal cannot be reached;
 // nothing ever answers with a stack trace. Codes are listed in docs/api.md.
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
+import { isTemporalUnavailable } from '../client/errors.ts';
+
+// Raised by client/ when Temporal does not answer; routes and stand-in stores throw it too.
+export { isTemporalUnavailable, TemporalUnavailableError } from '../client/errors.ts';
 
 /** An error the API answers with as is: status, stable code, message and the field at fault. */
 export class ApiError extends Error {
@@ -17,35 +21,12 @@ export class ApiError extends Error {
   }
 }
 
-/** Temporal did not answer (down, unreachable, or past the call's deadline). */
-export class TemporalUnavailableError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = 'TemporalUnavailableError';
-  }
-}
-
 export interface ErrorBody {
   error: { code: string; message: string; field?: string };
 }
 
 export function errorBody(code: string, message: string, field?: string): ErrorBody {
   return { error: field === undefined ? { code, message } : { code, message, field } };
-}
-
-/** gRPC status codes that mean "the server is not there or did not answer in time". */
-const UNAVAILABLE_GRPC = new Set([4 /* DEADLINE_EXCEEDED */, 14 /* UNAVAILABLE */, 1 /* CANCELLED */]);
-
-/** Whether `err` (or a cause of it) says Temporal could not be reached or did not answer in time. */
-export function isTemporalUnavailable(err: unknown): boolean {
-  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 8; depth++) {
-    if (e instanceof TemporalUnavailableError) return true;
-    const o = e as { code?: unknown; name?: unknown; cause?: unknown };
-    if (typeof o.code === 'number' && UNAVAILABLE_GRPC.has(o.code)) return true;
-    if (o.name === 'ConnectionError' || o.name === 'TransportError') return true;
-    e = o.cause;
-  }
-  return false;
 }
 
 interface AjvIssue {

@@ -1,68 +1,13 @@
 // /v1/images/{entry}/{key}/warm: fetch a base image onto every host of an entry ahead of the first
 // proxy (the warm-image workflow, which shares each host's ensure-image workflow with proxies).
-import type { Client } from '@temporalio/client';
-import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+// The Temporal calls behind it are client/images.ts's `temporalWarmer`.
 import type { FastifyInstance } from 'fastify';
-import { WARM_WORKFLOW_TYPE, warmWorkflowId } from '../contracts/warm.ts';
-import type { WarmResult } from '../contracts/warm.ts';
+import type { ImageWarmer, WarmView } from '../client/images.ts';
 import { requireWrite } from './auth.ts';
 import { ApiError } from './errors.ts';
 import { IDENTIFIER_PATTERN } from './schemas.ts';
 
-/** What a warm looks like to a client. */
-export type WarmView =
-  | { workflowId: string; state: 'Running' }
-  | { workflowId: string; state: 'Done'; result: WarmResult }
-  | { workflowId: string; state: 'Failed'; error: string };
-
-/** The API's view of warm-image workflows. */
-export interface ImageWarmer {
-  /** Starts the warm, or joins the one running for (entry, key). */
-  start(entry: string, key: string, taskQueue: string): Promise<{ workflowId: string; runId: string }>;
-  /** The warm's state, waiting up to `waitMs` for its end; undefined when there is none. */
-  view(entry: string, key: string, waitMs: number): Promise<WarmView | undefined>;
-}
-
-export function temporalWarmer(client: Client): ImageWarmer {
-  return {
-    async start(entry, key, taskQueue) {
-      const workflowId = warmWorkflowId(entry, key);
-      const h = await client.workflow.start(WARM_WORKFLOW_TYPE, {
-        workflowId,
-        taskQueue,
-        args: [{ entry, key }],
-        workflowIdConflictPolicy: 'USE_EXISTING',
-        workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-        staticSummary: `warm image ${key} on every host of ${entry}`,
-      });
-      return { workflowId, runId: h.firstExecutionRunId };
-    },
-    async view(entry, key, waitMs) {
-      const workflowId = warmWorkflowId(entry, key);
-      const h = client.workflow.getHandle(workflowId);
-      try {
-        await h.describe();
-      } catch (err) {
-        if (err instanceof WorkflowNotFoundError) return undefined;
-        throw err;
-      }
-      try {
-        const result = await client.withDeadline(
-          Date.now() + Math.max(1, waitMs),
-          () => h.result() as Promise<WarmResult>,
-        );
-        return { workflowId, state: 'Done', result };
-      } catch (err) {
-        if (err instanceof WorkflowFailedError) {
-          const inner = err.cause?.cause instanceof Error ? err.cause.cause.message : undefined;
-          return { workflowId, state: 'Failed', error: inner ?? err.cause?.message ?? err.message };
-        }
-        if ((await h.describe()).status.name === 'RUNNING') return { workflowId, state: 'Running' };
-        throw err;
-      }
-    },
-  };
-}
+export type { ImageWarmer, WarmView } from '../client/images.ts';
 
 const params = {
   type: 'object',

@@ -1,11 +1,12 @@
-// `cli.ts proxy-up`: starts a proxy's lifecycle workflow (ID `proxy/<entry>/<name>`) or reuses the
-// one running, then follows its `status` query until the proxy is Healthy, printing progress
+// `cli.ts proxy-up`: starts a proxy's lifecycle workflow (ID `proxy/<entry>/<name>`) as the API
+// does (proxies.ts: the same spec finds the run already open, another spec is a conflict), then follows its `status` query until the proxy is Healthy, printing progress
 // (state changes, image upload bytes and rate, boot, address, probes) on stderr; at the end, its
 // address, a `curl` line that uses it and the Web UI link to its run. Stdout gets one JSON line.
 import type { Client } from '@temporalio/client';
 import { loadProvidersFile } from '../lib/config/index.ts';
-import { PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
-import type { ProxyStatus } from '../contracts/proxy.ts';
+import { proxyWorkflowId } from '../contracts/proxy.ts';
+import type { ProxySpec, ProxyStatus } from '../contracts/proxy.ts';
+import { canonicalSpec, proxyStatus, sameSpec, startProxy } from './proxies.ts';
 
 export interface ProxyUpOptions {
   name: string;
@@ -42,22 +43,21 @@ export async function proxyUp(client: Client, o: ProxyUpOptions): Promise<ProxyU
     void process.stderr.write(`[${((performance.now() - t0) / 1000).toFixed(1).padStart(6)} s] ${line}\n`);
   const link = `${o.webUi}/namespaces/${encodeURIComponent(o.namespace)}/workflows/${encodeURIComponent(workflowId)}`;
 
-  const handle = client.workflow.getHandle(workflowId);
-  const running = await handle.describe().then(
-    (d) => d.status.name === 'RUNNING',
-    () => false,
-  );
-  if (running) {
+  const spec: ProxySpec = { name: o.name, entry: o.entry, imageKey: o.imageKey };
+  const start = await startProxy(client, spec, {
+    taskQueue: o.taskQueue,
+    staticSummary: `proxy ${o.name} of ${o.entry} (cli proxy-up)`,
+  });
+  const running = !start.started;
+  if (start.started) {
+    say(`started workflow ${workflowId} on task queue ${o.taskQueue}`);
+  } else if (sameSpec(start, spec)) {
     say(`reusing the running workflow ${workflowId}`);
   } else {
-    await client.workflow.start(PROXY_WORKFLOW_TYPE, {
-      workflowId,
-      taskQueue: o.taskQueue,
-      args: [{ name: o.name, entry: o.entry, imageKey: o.imageKey }],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      staticSummary: `proxy ${o.name} of ${o.entry} (cli proxy-up)`,
-    });
-    say(`started workflow ${workflowId} on task queue ${o.taskQueue}`);
+    throw new Error(
+      `proxy ${o.entry}/${o.name} runs with another spec ` +
+        `(${start.spec === undefined ? 'unknown' : canonicalSpec(start.spec)}); delete it first or choose another name`,
+    );
   }
   say(`Web UI: ${link}`);
 
@@ -68,7 +68,7 @@ export async function proxyUp(client: Client, o: ProxyUpOptions): Promise<ProxyU
   for (;;) {
     let st: ProxyStatus | undefined;
     try {
-      st = await bounded(handle.query<ProxyStatus>(PROXY_STATUS_QUERY), QUERY_BOUND_MS);
+      st = await proxyStatus(client, o.entry, o.name, QUERY_BOUND_MS);
       queryFailures = 0;
     } catch (err) {
       // No worker yet (it is starting) or a query overran: say so once in a while, keep waiting.
@@ -156,18 +156,4 @@ async function curlLine(o: ProxyUpOptions, hostName: string, ip: string, port: n
   }
   // Squid allows CONNECT only: -p tunnels the request.
   return `${ssh} curl -sS -p -x http://${ip}:${port} ${url}`;
-}
-
-async function bounded<T>(p: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      p,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms (is the worker running?)`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
 }

@@ -1,11 +1,19 @@
 // The Temporal Schedules of the fleet workflows (orphan GC, provider health): created when
 // missing, updated to the providers file's intervals when present. Idempotent; any worker may run it.
 import { ScheduleAlreadyRunning } from '@temporalio/client';
-import type { Client, ScheduleOptions } from '@temporalio/client';
+import type { Client, ScheduleOptions, ScheduleOptionsStartWorkflowAction } from '@temporalio/client';
 import type { ProvidersConfig } from '../lib/config/index.ts';
 import { GC_SCHEDULE_ID, GC_WORKFLOW_TYPE, HEALTH_SCHEDULE_ID, HEALTH_WORKFLOW_TYPE } from '../contracts/fleet.ts';
+import type { orphanGcWorkflow, providerHealthWorkflow } from '../workflows/index.ts';
+import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
 
-export function fleetSchedules(config: ProvidersConfig, taskQueue: string): ScheduleOptions[] {
+export function fleetSchedules(
+  config: ProvidersConfig,
+  taskQueue: string,
+): [
+  ScheduleOptions<ScheduleOptionsStartWorkflowAction<typeof orphanGcWorkflow>>,
+  ScheduleOptions<ScheduleOptionsStartWorkflowAction<typeof providerHealthWorkflow>>,
+] {
   return [
     {
       scheduleId: GC_SCHEDULE_ID,
@@ -37,18 +45,25 @@ export function fleetSchedules(config: ProvidersConfig, taskQueue: string): Sche
 }
 
 /** Creates each schedule, or brings an existing one to the same spec and action. */
-export async function ensureSchedules(client: Client, config: ProvidersConfig, taskQueue: string): Promise<void> {
-  for (const options of fleetSchedules(config, taskQueue)) {
+export async function ensureSchedules(
+  client: Client,
+  config: ProvidersConfig,
+  taskQueue: string,
+  callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS,
+): Promise<void> {
+  for (const options of fleetSchedules(config, taskQueue) as ScheduleOptions[]) {
     try {
-      await client.schedule.create(options);
+      await withDeadline(client, 'the schedule create', callTimeoutMs, () => client.schedule.create(options));
     } catch (err) {
       if (!(err instanceof ScheduleAlreadyRunning)) throw err;
-      await client.schedule.getHandle(options.scheduleId).update((prev) => ({
-        ...prev,
-        spec: options.spec,
-        action: options.action,
-        policies: { ...prev.policies, ...options.policies },
-      }));
+      await withDeadline(client, 'the schedule update', callTimeoutMs, () =>
+        client.schedule.getHandle(options.scheduleId).update((prev) => ({
+          ...prev,
+          spec: options.spec,
+          action: options.action,
+          policies: { ...prev.policies, ...options.policies },
+        })),
+      );
     }
   }
 }

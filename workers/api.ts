@@ -3,14 +3,17 @@
 //   node workers/api.ts --token-file FILE [--listen HOST] [--port N] [--task-queue NAME]
 //                       [--body-limit-bytes N] [--delete-wait-ms MS] [--allow-open-proxy]
 //
-// Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`),
-// TEMPORAL_TASK_QUEUE (default `egress-proxies`), EP_API_TOKEN_FILE, EP_API_PAGE_TOKEN_SECRET (the
+// Environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE (defaults in
+// client/connection.ts: 127.0.0.1:7233, `default`, `egress-proxies`), EP_API_TOKEN_FILE, EP_API_PAGE_TOKEN_SECRET (the
 // key of list page tokens; set the same on every replica), LOG_LEVEL (default info).
 // Logs are pino JSON lines on stdout (Fastify's request logs included). SIGHUP re-reads the
 // token file; SIGINT/SIGTERM stop accepting connections and finish the requests in flight.
 import { parseArgsOrExit } from '../runtime/options.ts';
 import type { TokenAuth } from '../api/auth.ts';
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
+import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE, temporalSettings } from '../client/connection.ts';
+
+const settings = temporalSettings();
 
 const HELP = `egress-proxies API server (docs/api.md)
 
@@ -27,7 +30,7 @@ Options:
   --allow-open-proxy      accept squid.allowedClientCidrs overrides of /0 (an open proxy; refused by default)
   -h, --help              this text
 
-Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE (default), LOG_LEVEL (info),
+Environment: TEMPORAL_ADDRESS (${DEFAULT_TEMPORAL_ADDRESS}), TEMPORAL_NAMESPACE (${DEFAULT_TEMPORAL_NAMESPACE}), LOG_LEVEL (info),
 EP_API_PAGE_TOKEN_SECRET (key of list page tokens; default random per process: set one secret on
 every replica behind one address).
 Exit codes: 0 stopped by a signal, 1 failed while running, 2 bad options or token file.`;
@@ -38,7 +41,7 @@ const { values } = parseArgsOrExit(
       'token-file': { type: 'string', default: process.env['EP_API_TOKEN_FILE'] },
       listen: { type: 'string', default: '127.0.0.1' },
       port: { type: 'string', default: '8080' },
-      'task-queue': { type: 'string', default: process.env['TEMPORAL_TASK_QUEUE'] || TASK_QUEUE },
+      'task-queue': { type: 'string', default: settings.taskQueue },
       'body-limit-bytes': { type: 'string', default: '65536' },
       'delete-wait-ms': { type: 'string', default: '60000' },
       'allow-open-proxy': { type: 'boolean', default: false },
@@ -75,18 +78,18 @@ if (tokenFile === undefined || tokenFile === '') {
 // The Temporal client, Fastify and the routes load only once the options are known to be good, so
 // that --help and a mistyped option answer at once (docs/benchmarks.md, "Start-up").
 const [
-  { Client, Connection },
+  { connectClient },
   { loadTokenFile, TokenFileError },
   { buildApi },
   { temporalWarmer },
   { temporalStore },
   { createLogger, logLevelFromEnv },
 ] = await Promise.all([
-  import('@temporalio/client'),
+  import('../client/connection.ts'),
   import('../api/auth.ts'),
   import('../api/server.ts'),
-  import('../api/routes-images.ts'),
-  import('../api/store.ts'),
+  import('../client/images.ts'),
+  import('../client/store.ts'),
   import('../lib/log/logger.ts'),
 ]);
 const log = createLogger({ name: 'api', level: logLevelFromEnv() });
@@ -108,11 +111,10 @@ process.on('SIGHUP', () => {
   );
 });
 
-const address = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
-const namespace = process.env['TEMPORAL_NAMESPACE'] || 'default';
+const { address, namespace } = settings;
 // Lazy: the API starts (and /readyz says why it is not ready) while Temporal is down.
-const connection = Connection.lazy({ address, connectTimeout: 5_000 });
-const client = new Client({ connection, namespace });
+const client = await connectClient(settings, { connectTimeoutMs: 5_000, lazy: true });
+const { connection } = client;
 const app = await buildApi({
   store: temporalStore(client),
   warmer: temporalWarmer(client),

@@ -4,15 +4,16 @@
 //                          [--max-workflow-tasks N] [--shutdown-grace-ms MS] [--no-schedules]
 //                          [--workflow-bundle-cache DIR|off] [--metrics-listen HOST:PORT]
 //
-// Environment: TEMPORAL_ADDRESS (default 127.0.0.1:7233), TEMPORAL_NAMESPACE (default `default`),
-// TEMPORAL_TASK_QUEUE (default `egress-proxies`), EP_PROVIDERS_FILE (default .data/providers.yaml),
+// Environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE (defaults in
+// client/connection.ts: 127.0.0.1:7233, `default`, `egress-proxies`), EP_PROVIDERS_FILE (default .data/providers.yaml),
 // LOG_LEVEL (default info). Logs, including the Temporal SDK's and Core's, are pino JSON lines on
 // stdout. SIGINT/SIGTERM shut down gracefully: no new tasks, activities in flight get
 // --shutdown-grace-ms to finish and are then cancelled, and every SSH link is killed.
 import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import type { Connection } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
+import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE, temporalSettings } from '../client/connection.ts';
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
 import { parseArgsOrExit } from '../runtime/options.ts';
 import { defaultBundleCacheDir } from '../runtime/workflow-bundle.ts';
@@ -37,15 +38,16 @@ Options:
                             unless given (e.g. 127.0.0.1:9464; port 0 picks one, logged)
   -h, --help                this text
 
-Environment: TEMPORAL_ADDRESS (127.0.0.1:7233), TEMPORAL_NAMESPACE (default), LOG_LEVEL (info).
+Environment: TEMPORAL_ADDRESS (${DEFAULT_TEMPORAL_ADDRESS}), TEMPORAL_NAMESPACE (${DEFAULT_TEMPORAL_NAMESPACE}), LOG_LEVEL (info).
 Exit codes: 0 stopped by a signal, 1 Temporal unreachable or the worker failed, 2 bad options or
 providers file.`;
 
+const settings = temporalSettings();
 const { values } = parseArgsOrExit(
   {
     options: {
       providers: { type: 'string', default: process.env['EP_PROVIDERS_FILE'] || '.data/providers.yaml' },
-      'task-queue': { type: 'string', default: process.env['TEMPORAL_TASK_QUEUE'] || TASK_QUEUE },
+      'task-queue': { type: 'string', default: settings.taskQueue },
       'max-activities': { type: 'string', default: '100' },
       'max-workflow-tasks': { type: 'string', default: '40' },
       'shutdown-grace-ms': { type: 'string', default: '10000' },
@@ -85,7 +87,7 @@ if (listen !== undefined && (!listenMatch || Number(listenMatch[2]) > 65535)) {
 // The SDK, its native runtime and our activities load only once the options are known to be good,
 // so that --help and a mistyped option answer at once (docs/benchmarks.md, "Start-up").
 const [
-  { Client, Connection: ClientConnection },
+  { connectClient },
   { NativeConnection: WorkerConnection, Runtime, Worker },
   { createActivities },
   { HostRegistry },
@@ -98,7 +100,7 @@ const [
   { setupTracing },
   { loadWorkflowBundle },
 ] = await Promise.all([
-  import('@temporalio/client'),
+  import('../client/connection.ts'),
   import('@temporalio/worker'),
   import('../activities/index.ts'),
   import('../activities/hosts.ts'),
@@ -140,16 +142,15 @@ try {
   process.exit(2);
 }
 
-const address = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
-const namespace = process.env['TEMPORAL_NAMESPACE'] || 'default';
+const { address, namespace } = settings;
 const taskQueue = values['task-queue'];
 
 log.info({ address, namespace, taskQueue, providers: values.providers }, 'worker connecting');
 let connection: NativeConnection;
-let clientConnection: Connection;
+let client: Client;
 try {
   connection = await WorkerConnection.connect({ address });
-  clientConnection = await ClientConnection.connect({ address, connectTimeout: 10_000 });
+  client = await connectClient(settings, { connectTimeoutMs: 10_000 });
 } catch (err) {
   log.fatal(
     { err, address },
@@ -157,7 +158,6 @@ try {
   );
   process.exit(1);
 }
-const client = new Client({ connection: clientConnection, namespace });
 let metricsServer: Server | undefined;
 const metrics = listenMatch ? createWorkerMetrics() : undefined;
 const registry = new HostRegistry(config, log.child({ component: 'ssh' }), metrics);
@@ -213,5 +213,5 @@ try {
   registry.close();
   await tracing.shutdown();
   await connection.close();
-  await clientConnection.close();
+  await client.connection.close();
 }

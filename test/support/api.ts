@@ -9,9 +9,9 @@ import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { loadTokenFile } from '../../api/auth.ts';
 import { buildApi } from '../../api/server.ts';
-import { temporalWarmer } from '../../api/routes-images.ts';
-import { temporalStore } from '../../api/store.ts';
-import type { ProxyStore } from '../../api/store.ts';
+import { temporalWarmer } from '../../client/images.ts';
+import { temporalStore } from '../../client/store.ts';
+import type { ProxyStore } from '../../client/store.ts';
 import { createLogger, logLevelFromEnv } from '../../lib/log/logger.ts';
 
 export interface TestTokens {

@@ -1,10 +1,10 @@
 /**
- * A stand-in for the API's Temporal store (api/store.ts ProxyStore): proxies in a map, every call
+ * A stand-in for the API's Temporal store (client/store.ts ProxyStore): proxies in a map, every call
  * counted, and failures on demand. Lets unit tests drive the routes without a server, including
  * a Healthy proxy, which the empty test image never becomes.
  */
-import { TemporalUnavailableError } from '../../api/errors.ts';
-import type { ProxyStore, ProxySummary, StartResult } from '../../api/store.ts';
+import { TemporalUnavailableError } from '../../client/errors.ts';
+import type { ProxyStore, ProxySummary, StartResult } from '../../client/store.ts';
 import type { ProxySpec, ProxyStatus } from '../../contracts/proxy.ts';
 
 export interface FakeProxy {

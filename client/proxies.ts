@@ -1,0 +1,278 @@
+// The proxy workflow's client calls: start (the one conflict policy), describe, the status query,
+// the delete update and the wait for its end. Every caller (the API's store, proxy-up, tests)
+// starts a proxy here, so a proxy started by any of them carries its spec in the memo and a second
+// start with the same spec finds the same run, while another spec is a conflict.
+import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import type { Client, WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
+import { proxyDeleteUpdate, proxyStatusQuery } from '../contracts/messages.ts';
+import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
+import type { DeleteAccepted, ProxyOutcome, ProxySpec, ProxyStatus } from '../contracts/proxy.ts';
+import { SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
+import type { proxyLifecycle } from '../workflows/index.ts';
+import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
+import { isTemporalUnavailable, TemporalUnavailableError } from './errors.ts';
+
+/** A proxy as visibility lists it: search attributes and memo, no query. */
+export interface ProxySummary {
+  name: string;
+  entry: string;
+  workflowId: string;
+  runId: string;
+  /** Temporal's execution status name: RUNNING, COMPLETED, FAILED, CANCELLED, TERMINATED, ... */
+  execution: string;
+  state?: string;
+  healthy?: boolean;
+  host?: string;
+  ip?: string;
+  startTime: string;
+  closeTime?: string;
+}
+
+export type StartResult =
+  | { started: true; proxy: ProxySummary }
+  /** An open workflow of that ID exists; `spec` is what it was started with (undefined: unknown). */
+  | { started: false; proxy: ProxySummary; spec: ProxySpec | undefined };
+
+export type DeleteResult =
+  | { kind: 'accepted'; accepted: DeleteAccepted }
+  /** The workflow had already ended (Deleted or Failed) or was finishing its delete. */
+  | { kind: 'closed'; proxy: ProxySummary };
+
+export interface ProxyCallOptions {
+  /** Deadline of one Temporal call, in ms (default DEFAULT_CALL_TIMEOUT_MS). */
+  callTimeoutMs?: number;
+}
+
+export interface StartProxyOptions extends ProxyCallOptions {
+  taskQueue: string;
+  /** The run's summary in the Web UI. */
+  staticSummary?: string;
+}
+
+/** Deadline of the status query, in ms: a query waits for a worker to answer it. */
+export const STATUS_QUERY_TIMEOUT_MS = 5_000;
+
+/** The ProxySpec a workflow input or memo carries, without the workflow's private fields. */
+export function specOf(raw: unknown): ProxySpec | undefined {
+  if (typeof raw !== 'object' || raw === null) return undefined;
+  const r = raw as Record<string, unknown>;
+  if (typeof r['name'] !== 'string' || typeof r['entry'] !== 'string' || typeof r['imageKey'] !== 'string') {
+    return undefined;
+  }
+  const spec: ProxySpec = { name: r['name'], entry: r['entry'], imageKey: r['imageKey'] };
+  if (r['vm'] !== undefined && r['vm'] !== null) spec.vm = r['vm'];
+  if (r['squid'] !== undefined && r['squid'] !== null) spec.squid = r['squid'];
+  return spec;
+}
+
+/** A stable text of a spec (keys sorted at every level) for comparing two of them. */
+export function canonicalSpec(spec: ProxySpec): string {
+  return canonicalJson(spec);
+}
+
+/** JSON with object keys sorted at every level and undefined members left out. */
+export function canonicalJson(value: unknown): string {
+  const sort = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(sort);
+    if (typeof v === 'object' && v !== null) {
+      return Object.fromEntries(
+        Object.keys(v)
+          .sort()
+          .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+          .map((k) => [k, sort((v as Record<string, unknown>)[k])]),
+      );
+    }
+    return v;
+  };
+  return JSON.stringify(sort(value)) ?? 'undefined';
+}
+
+function first(v: unknown): unknown {
+  return Array.isArray(v) ? v[0] : v;
+}
+
+/** A visibility record or description as a ProxySummary. */
+export function summaryOf(
+  info: Pick<
+    WorkflowExecutionInfo,
+    'workflowId' | 'runId' | 'status' | 'startTime' | 'closeTime' | 'memo' | 'searchAttributes'
+  >,
+): ProxySummary {
+  const [, entryFromId = '', ...rest] = info.workflowId.split('/');
+  // Deprecated record form: values are arrays. It is what the server returns for custom attributes.
+  const sa = (info.searchAttributes ?? {}) as Record<string, unknown>;
+  const memo = info.memo ?? {};
+  const out: ProxySummary = {
+    name: typeof memo['proxy'] === 'string' ? memo['proxy'] : rest.join('/'),
+    entry: typeof memo['entry'] === 'string' ? memo['entry'] : entryFromId,
+    workflowId: info.workflowId,
+    runId: info.runId,
+    execution: info.status.name,
+    startTime: info.startTime.toISOString(),
+  };
+  const state = first(sa[SA_PROXY_STATE]);
+  if (typeof state === 'string') out.state = state;
+  const healthy = first(sa[SA_PROXY_HEALTHY]);
+  if (typeof healthy === 'boolean') out.healthy = healthy;
+  const host = first(sa[SA_PROXY_HOST]);
+  if (typeof host === 'string') out.host = host;
+  if (typeof memo['ip'] === 'string') out.ip = memo['ip'];
+  if (info.closeTime !== undefined) out.closeTime = info.closeTime.toISOString();
+  return out;
+}
+
+const handleOf = (client: Client, entry: string, name: string): WorkflowHandle<typeof proxyLifecycle> =>
+  client.workflow.getHandle<typeof proxyLifecycle>(proxyWorkflowId(entry, name));
+
+/** The proxy's latest run, or undefined when no workflow has that ID. */
+export async function describeProxy(
+  client: Client,
+  entry: string,
+  name: string,
+  o: ProxyCallOptions = {},
+): Promise<ProxySummary | undefined> {
+  try {
+    const desc = await withDeadline(client, 'describe', o.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS, () =>
+      handleOf(client, entry, name).describe(),
+    );
+    return summaryOf(desc);
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * The spec the open run was started with: its memo, else (a run started before every start put
+ * the spec in the memo) its recorded input, the first history event.
+ */
+async function recordedSpec(client: Client, entry: string, name: string, timeoutMs: number) {
+  const h = handleOf(client, entry, name);
+  const desc = await withDeadline(client, 'describe', timeoutMs, () => h.describe());
+  const fromMemo = specOf(desc.memo?.['spec']);
+  if (fromMemo !== undefined) return fromMemo;
+  const history = await withDeadline(client, 'history', timeoutMs, () =>
+    client.workflowService.getWorkflowExecutionHistory({
+      namespace: client.options.namespace,
+      execution: { workflowId: h.workflowId, runId: desc.runId },
+      maximumPageSize: 1,
+    }),
+  );
+  const payloads = history.history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads;
+  if (!payloads || payloads.length === 0) return undefined;
+  return specOf(client.options.loadedDataConverter.payloadConverter.fromPayload(payloads[0]!));
+}
+
+/**
+ * Starts the proxy's workflow (ID `proxy/<entry>/<name>`, the spec in its memo), or finds the run
+ * already open for that ID: then `started` is false and `spec` is what that run was started with,
+ * for the caller to compare (`sameSpec`): the same spec is the same proxy, another is a conflict.
+ */
+export async function startProxy(client: Client, spec: ProxySpec, o: StartProxyOptions): Promise<StartResult> {
+  const timeoutMs = o.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const h = await withDeadline(client, 'start', timeoutMs, () =>
+        client.workflow.start<typeof proxyLifecycle>(PROXY_WORKFLOW_TYPE, {
+          taskQueue: o.taskQueue,
+          workflowId: proxyWorkflowId(spec.entry, spec.name),
+          args: [spec],
+          memo: { spec, proxy: spec.name, entry: spec.entry },
+          workflowIdConflictPolicy: 'FAIL',
+          workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+          ...(o.staticSummary === undefined ? {} : { staticSummary: o.staticSummary }),
+        }),
+      );
+      const now = new Date().toISOString();
+      return {
+        started: true,
+        proxy: {
+          name: spec.name,
+          entry: spec.entry,
+          workflowId: h.workflowId,
+          runId: h.firstExecutionRunId,
+          execution: 'RUNNING',
+          state: 'Pending',
+          startTime: now,
+        },
+      };
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    }
+    const existing = await describeProxy(client, spec.entry, spec.name, o);
+    // It closed between the start and the describe: start again (a closed ID may be reused).
+    if (existing === undefined || existing.execution !== 'RUNNING') {
+      if (attempt < 2) continue;
+      throw new TemporalUnavailableError('the proxy workflow kept changing while it was being started; retry');
+    }
+    return { started: false, proxy: existing, spec: await recordedSpec(client, spec.entry, spec.name, timeoutMs) };
+  }
+}
+
+/** Whether the open run of a start that found one was started with `spec` (unknown: no). */
+export function sameSpec(result: Extract<StartResult, { started: false }>, spec: ProxySpec): boolean {
+  return result.spec !== undefined && canonicalSpec(result.spec) === canonicalSpec(spec);
+}
+
+/** The proxy's status query, under its own deadline (default STATUS_QUERY_TIMEOUT_MS). */
+export async function proxyStatus(
+  client: Client,
+  entry: string,
+  name: string,
+  timeoutMs = STATUS_QUERY_TIMEOUT_MS,
+): Promise<ProxyStatus> {
+  return withDeadline(client, 'the status query', timeoutMs, () =>
+    handleOf(client, entry, name).query(proxyStatusQuery),
+  );
+}
+
+/** Asks the proxy to delete itself; undefined when no workflow has that ID. */
+export async function requestProxyDelete(
+  client: Client,
+  entry: string,
+  name: string,
+  o: ProxyCallOptions = {},
+): Promise<DeleteResult | undefined> {
+  const existing = await describeProxy(client, entry, name, o);
+  if (existing === undefined) return undefined;
+  if (existing.execution !== 'RUNNING') return { kind: 'closed', proxy: existing };
+  try {
+    const accepted = await withDeadline(client, 'the delete update', o.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS, () =>
+      handleOf(client, entry, name).executeUpdate(proxyDeleteUpdate),
+    );
+    return { kind: 'accepted', accepted };
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return undefined;
+    // The validator refuses when the proxy is already Deleted or Failed (finishing its cleanup),
+    // and the update fails when the run closed meanwhile: both mean "nothing left to accept".
+    const after = await describeProxy(client, entry, name, o);
+    if (
+      after !== undefined &&
+      (after.execution !== 'RUNNING' || after.state === 'Deleted' || after.state === 'Failed')
+    ) {
+      return { kind: 'closed', proxy: after };
+    }
+    throw err;
+  }
+}
+
+/** Waits up to `timeoutMs` for the proxy's workflow to end; undefined if it has not. */
+export async function waitProxyOutcome(
+  client: Client,
+  entry: string,
+  name: string,
+  timeoutMs: number,
+): Promise<ProxyOutcome | undefined> {
+  try {
+    return await withDeadline(client, 'the result', timeoutMs, () => handleOf(client, entry, name).result());
+  } catch (err) {
+    if (err instanceof WorkflowFailedError) {
+      const details = (err.cause as { details?: unknown[] } | undefined)?.details;
+      const outcome = details?.[0] as ProxyOutcome | undefined;
+      if (outcome?.state === 'Failed') return outcome;
+      return { state: 'Failed', reason: err.cause?.message ?? err.message };
+    }
+    if (isTemporalUnavailable(err)) return undefined; // the deadline passed: still deleting
+    throw err;
+  }
+}
