@@ -17,6 +17,9 @@ RUN apt-get update \
  && apt-get purge -y python3 make g++ && apt-get autoremove -y \
  && rm -rf /var/lib/apt/lists/* /root/.npm
 
+# What production runs and nothing else: the worker, the API and egressctl (workers/, started by
+# bin/) and the folders they import (test/unit/compose.test.ts walks their imports to check). The
+# dev stack (dev/) and scripts/ stay in the source checkout; `egressctl dev` says so in the image.
 COPY tsconfig.json ./
 COPY lib ./lib
 COPY contracts ./contracts

@@ -2,15 +2,18 @@
  * docker-compose.yml and the Dockerfile, checked without a container engine: the file parses,
  * every service built from the Dockerfile runs a command whose file the image copies and whose
  * flags that command accepts, published ports do not collide and bind to a configurable address,
- * mounts of secrets and configuration are read-only, and the image bakes in no secret.
+ * mounts of secrets and configuration are read-only, the image bakes in no secret, and it carries
+ * every module that the worker, the API and egressctl load (found by walking their imports) and
+ * not the dev stack.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { describe, it } from 'node:test';
+import ts from 'typescript';
 import { parse } from 'yaml';
 
 const pexec = promisify(execFile);
@@ -30,6 +33,68 @@ const compose = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as
 const dockerfile = readFileSync(join(root, 'Dockerfile'), 'utf8');
 const copied = [...dockerfile.matchAll(/^COPY\s+(\S+)\s+\S+$/gm)].map((m) => m[1]!.replace(/^\.\//, ''));
 const built = Object.entries(compose.services).filter(([, s]) => s.build !== undefined);
+
+/**
+ * The production entry points: the worker, the API and egressctl, as their bin/ launchers start
+ * them, and the workflows the worker bundles at start (runtime/workflow-bundle.ts names
+ * workflows/index.ts by path, not by an import).
+ */
+const ENTRY_POINTS = [
+  'bin/worker',
+  'bin/api',
+  'bin/egressctl',
+  'workers/worker.ts',
+  'workers/api.ts',
+  'workers/egressctl.ts',
+  'workflows/index.ts',
+];
+
+/**
+ * The relative modules `file` loads at run time: `import … from`, `export … from` and `import('…')`
+ * with a literal specifier. Type-only imports and `typeof import('…')` are erased, and a dynamic
+ * import of a computed URL (egressctl's `dev` command loading dev/stack.ts from a source checkout)
+ * is not followed.
+ */
+function runtimeImports(file: string): string[] {
+  const source = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.Latest, false, ts.ScriptKind.TS);
+  const specifiers: string[] = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isImportDeclaration(node) && !node.importClause?.isTypeOnly && ts.isStringLiteral(node.moduleSpecifier)) {
+      specifiers.push(node.moduleSpecifier.text);
+    } else if (
+      ts.isExportDeclaration(node) &&
+      !node.isTypeOnly &&
+      node.moduleSpecifier &&
+      ts.isStringLiteral(node.moduleSpecifier)
+    ) {
+      specifiers.push(node.moduleSpecifier.text);
+    } else if (
+      ts.isCallExpression(node) &&
+      node.expression.kind === ts.SyntaxKind.ImportKeyword &&
+      node.arguments[0] !== undefined &&
+      ts.isStringLiteralLike(node.arguments[0])
+    ) {
+      specifiers.push(node.arguments[0].text);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return specifiers.filter((s) => s.startsWith('.')).map((s) => resolve(dirname(file), s));
+}
+
+/** Every file of the repository reachable from the entry points (paths relative to the root). */
+function reachableFiles(): string[] {
+  const seen = new Set<string>();
+  const queue = ENTRY_POINTS.map((e) => join(root, e));
+  while (queue.length > 0) {
+    const file = queue.pop()!;
+    if (seen.has(file)) continue;
+    seen.add(file);
+    assert.ok(existsSync(file), `${relative(root, file)} exists`);
+    if (/\.(ts|mjs|js)$|^[^.]*$/.test(file.split('/').pop()!)) queue.push(...runtimeImports(file));
+  }
+  return [...seen].map((f) => relative(root, f)).sort();
+}
 
 describe('docker-compose.yml and the Dockerfile', () => {
   it('the worker and the API are built from the Dockerfile', () => {
@@ -52,7 +117,23 @@ describe('docker-compose.yml and the Dockerfile', () => {
     });
   }
 
-  it('every module the entry points import is inside a copied folder', () => {
+  it('every module the worker, the API and egressctl load is inside a copied folder; dev/ and scripts/ are not copied', () => {
+    const files = reachableFiles();
+    assert.ok(
+      files.includes('workers/worker.ts') && files.some((f) => f.startsWith('lib/')),
+      'the walk follows imports',
+    );
+    for (const file of files) {
+      const top = file.split('/')[0]!;
+      if (file.includes('/')) assert.ok(copied.includes(top), `the Dockerfile copies ${top}/ (for ${file})`);
+      else
+        assert.match(
+          dockerfile,
+          new RegExp(`^COPY .*\\b${top.replaceAll('.', '\\.')}\\b`, 'm'),
+          `the Dockerfile copies ${file}`,
+        );
+      assert.ok(!/^(dev|scripts|test|bench)\//.test(file), `${file} is not loaded by production`);
+    }
     for (const dir of [
       'lib',
       'contracts',
@@ -66,6 +147,9 @@ describe('docker-compose.yml and the Dockerfile', () => {
       'bin',
     ]) {
       assert.ok(copied.includes(dir), `the Dockerfile copies ${dir}/`);
+    }
+    for (const dir of ['dev', 'scripts', 'test', 'bench']) {
+      assert.ok(!copied.includes(dir), `the Dockerfile does not copy ${dir}/`);
     }
   });
 
