@@ -1,20 +1,13 @@
 /**
- * The proxy lifecycle's pure helpers (workflows/proxy/state.ts): placement, probe hysteresis, the
+ * The proxy lifecycle's pure helpers (workflows/proxy/placement.ts, status.ts): placement, probe hysteresis, the
  * H3 address grace and the capacity backoff, each at and around its bounds.
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { HostSurvey } from '../../contracts/fleet.ts';
 import type { ProbeOutcome, ProxyStatus } from '../../contracts/proxy.ts';
-import {
-  PLACEMENT_NEED_BYTES,
-  applyAddress,
-  applyProbe,
-  capacityBackoffMs,
-  initialStatus,
-  pickHost,
-  setCondition,
-} from '../../workflows/proxy/state.ts';
+import { PLACEMENT_NEED_BYTES, capacityBackoffMs, pickHost } from '../../workflows/proxy/placement.ts';
+import { applyAddress, applyProbe, initialStatus, setCondition } from '../../workflows/proxy/status.ts';
 
 const GiB = 1024 ** 3;
 const T0 = '2026-01-01T00:00:00.000Z';

@@ -1,0 +1,61 @@
+// The proxy workflow's message handlers: the `status` query, the image progress signal, and the
+// `delete` and `resize` updates (with their validators). Delete cancels the lifecycle's scope;
+// resize hands its size to the health loop and waits for the loop to apply it.
+import { ApplicationFailure, condition, setHandler } from '@temporalio/workflow';
+import type { CancellationScope } from '@temporalio/workflow';
+import {
+  imageProgressSignal,
+  imageReadySignal,
+  proxyDeleteUpdate,
+  proxyResizeUpdate,
+  proxyStatusQuery,
+} from '../../contracts/messages.ts';
+import type { DeleteAccepted, ProxyStatus, VmSize } from '../../contracts/proxy.ts';
+import type { ProxyRun } from './state.ts';
+import { deleteProblem, resizeProblem, resizeTarget, withImageProgress } from './status.ts';
+
+/** Sets every handler of the proxy workflow on `run`; `main` is the scope a delete cancels. */
+export function installHandlers(run: ProxyRun, main: CancellationScope): void {
+  setHandler(proxyStatusQuery, () => run.status);
+  setHandler(imageReadySignal, (r) => {
+    run.imageResult = r;
+  });
+  setHandler(imageProgressSignal, (p) => {
+    if (run.waitingOnImage === p.workflowId) run.status = withImageProgress(run.status, p);
+  });
+  setHandler(
+    proxyDeleteUpdate,
+    () => {
+      const fromState = run.status.state;
+      run.deleteRequested = true;
+      main.cancel();
+      return { accepted: true, fromState } satisfies DeleteAccepted;
+    },
+    { validator: () => refuseIf(deleteProblem(run.status.state)) },
+  );
+  setHandler(proxyResizeUpdate, (size) => resize(run, size), {
+    validator: (size: VmSize) => refuseIf(resizeProblem(size, run.status.state)),
+  });
+}
+
+function refuseIf(problem: string | undefined): void {
+  if (problem !== undefined) throw new Error(problem);
+}
+
+/** Waits until Running (and no other resize pending), hands the size over and waits until applied. */
+async function resize(run: ProxyRun, size: VmSize): Promise<ProxyStatus> {
+  await condition(() => (run.status.state === 'Running' && run.pendingResize === undefined) || run.ending());
+  if (run.status.state !== 'Running' || run.resolved === undefined) {
+    throw ApplicationFailure.create({
+      message: `the proxy is ${String(run.status.state)}: nothing to resize`,
+      nonRetryable: true,
+    });
+  }
+  run.requestResize(resizeTarget(size, run.status.vm));
+  await condition(() => run.pendingResize === undefined || run.ending());
+  const failed = run.lastResizeError();
+  if (failed !== undefined) {
+    throw ApplicationFailure.create({ message: `resize failed: ${failed}`, nonRetryable: true });
+  }
+  return run.status;
+}

@@ -1,0 +1,121 @@
+// The Running phase: poll the VM every health interval, fold its address (H3) and a probe
+// (hysteresis) into the status, recreate a VM that is gone on its host, apply a pending resize,
+// and continue-as-new when the history grows long.
+import {
+  allHandlersFinished,
+  condition,
+  isCancellation,
+  makeContinueAsNewFunc,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { ProxyOutcome, ResolvedProxy, VmReading } from '../../contracts/proxy.ts';
+import { failureInfo } from '../failures.ts';
+import { poll, probe, rpc } from '../stubs.ts';
+import { compensate } from './cleanup.ts';
+import { createAndBoot, ensureBase } from './phases.ts';
+import { capacityBackoffMs } from './placement.ts';
+import { nowIso, publish, recordError, setState } from './publish.ts';
+import { NeedCapacity, ProxyFailed } from './state.ts';
+import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
+import { applyAddress, applyProbe, markRecreating, vmLost } from './status.ts';
+
+/** Runs the proxy until it is deleted, cancelled or fails (or continues as new). */
+export async function healthLoop(run: ProxyRun, proxy: ResolvedProxy): Promise<void> {
+  let r = proxy;
+  setState(run, 'Running');
+  run.status = { ...run.status, runningSince: run.status.runningSince ?? nowIso() };
+  publish(run);
+  for (let polls = 1; ; polls++) {
+    const host = run.status.host!;
+    let reading: VmReading | undefined;
+    try {
+      reading = await poll.readProxyVm({ proxy: r, host });
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      recordError(run, err);
+    }
+    const at = nowIso();
+    if (vmLost(reading)) {
+      await recreate(run, r, host, reading.state, at);
+      continue;
+    }
+    const why = reading ? `no address read (VM ${reading.state})` : 'the VM could not be read';
+    const folded = applyAddress(run.status, run.missedPolls, reading?.ip, r.health.addressGracePolls, at, why);
+    run.status = folded.status;
+    run.missedPolls = folded.missedPolls;
+    const ip = run.status.ip;
+    if (ip !== undefined) run.addressedOnce = true;
+    else if (!run.addressedOnce && run.startedAtMs !== undefined && Date.now() - run.startedAtMs > r.timeouts.bootMs) {
+      throw new ProxyFailed('BOOT_TIMEOUT', `no address was read within bootMs (${r.timeouts.bootMs} ms)`);
+    }
+    if (ip !== undefined && r.health.target !== undefined) {
+      // A probe whose activity failed (its worker died, it timed out) is a failed probe, not a
+      // failed proxy: the hysteresis decides, as for any other failure.
+      const outcome = await probe.probeProxy({ proxy: r, host, ip }).catch((err: unknown) => {
+        if (isCancellation(err)) throw err;
+        const f = failureInfo(err);
+        return { ok: false as const, code: 'PROBE_ACTIVITY_FAILED', message: `${f.code}: ${f.message}` };
+      });
+      run.status = applyProbe(run.status, outcome, r.health, nowIso());
+    }
+    publish(run);
+    const limit = run.input.continueAsNewAfterPolls;
+    if (workflowInfo().continueAsNewSuggested || (limit !== undefined && polls >= limit)) {
+      await condition(allHandlersFinished);
+      // The memo (the client's spec among it) goes along explicitly.
+      await makeContinueAsNewFunc<(input: ProxyWorkflowInput) => Promise<ProxyOutcome>>({
+        memo: workflowInfo().memo,
+      })({ ...run.input, carried: run.carried(r) });
+    }
+    await condition(() => run.pendingResize !== undefined, r.health.intervalMs);
+    if (run.pendingResize !== undefined) r = await applyResize(run, r, host);
+  }
+}
+
+/** Recreates a VM that is gone (`vmState`) on the proxy's host; VM_LOST after maxRecreations. */
+async function recreate(run: ProxyRun, r: ResolvedProxy, host: string, vmState: string, at: string): Promise<void> {
+  if (run.status.recreations >= r.health.maxRecreations) {
+    throw new ProxyFailed(
+      'VM_LOST',
+      `the VM was ${vmState} ${run.status.recreations + 1} times; maxRecreations is ${r.health.maxRecreations}`,
+    );
+  }
+  run.status = markRecreating(run.status, vmState, at);
+  setState(run, 'Provisioning', `the VM was ${vmState}; recreating it on ${host}`);
+  try {
+    const base = await ensureBase(run, r, host);
+    await createAndBoot(run, r, host, base);
+  } catch (err) {
+    if (!(err instanceof NeedCapacity)) throw err;
+    // The host's pool is full: the proxy stays on its host (its address and clients are
+    // there), so it waits and tries again; each try counts as a recreation (VM_LOST after).
+    await compensate(run, r);
+    setState(run, 'WaitingForCapacity', `recreating on ${host}: ${err.message}`);
+    await sleep(capacityBackoffMs(run.status.recreations - 1));
+    return;
+  }
+  setState(run, 'Running');
+  run.missedPolls = 0;
+  run.addressedOnce = false;
+}
+
+/** Applies the pending resize (restart included); the loop's next polls see the VM come back. */
+async function applyResize(run: ProxyRun, r: ResolvedProxy, host: string): Promise<ResolvedProxy> {
+  const next = { ...r, vm: { ...r.vm, ...run.pendingResize! } };
+  let error: string | undefined;
+  try {
+    await rpc.resizeProxyVm({ proxy: next, host });
+    run.resolved = next;
+    run.status = { ...run.status, vm: { ...next.vm } };
+    publish(run);
+    return next;
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    recordError(run, err);
+    error = failureInfo(err).message;
+    return r;
+  } finally {
+    run.resizeDone(error);
+  }
+}

@@ -1,0 +1,144 @@
+// The phases that bring a proxy up: resolve its spec, place it on a host (waiting for capacity),
+// ensure the base image there, create the VM and wait until libvirt runs it. Each phase reads and
+// writes the run state (state.ts); a permanent failure is a ProxyFailed, a full host NeedCapacity.
+import { condition, isCancellation, patched, sleep } from '@temporalio/workflow';
+import { imageWorkflowId } from '../../contracts/image.ts';
+import type { EnsuredBase } from '../../contracts/image.ts';
+import type { ResolvedProxy } from '../../contracts/proxy.ts';
+import { CAPACITY_ERROR } from '../activity-options.ts';
+import { failureInfo } from '../failures.ts';
+import { poll, rpc } from '../stubs.ts';
+import { compensate } from './cleanup.ts';
+import { capacityBackoffMs, pickHost } from './placement.ts';
+import { nowIso, recordError, setState } from './publish.ts';
+import { NeedCapacity, ProxyFailed } from './state.ts';
+import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
+import { markVmRunning } from './status.ts';
+
+/** Resolves the spec against the worker's providers file; a bad spec fails the proxy. */
+export async function resolve(input: ProxyWorkflowInput): Promise<ResolvedProxy> {
+  try {
+    return await rpc.resolveProxy({
+      name: input.name,
+      entry: input.entry,
+      imageKey: input.imageKey,
+      vm: input.vm,
+      squid: input.squid,
+      ownerUid: input.ownerUid,
+    });
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    const f = failureInfo(err);
+    throw new ProxyFailed(f.code, f.message);
+  }
+}
+
+/** Places the proxy on a host, until one has room: WaitingForCapacity in between, with backoff. */
+async function place(run: ProxyRun, r: ResolvedProxy): Promise<string> {
+  for (let attempt = 0; ; attempt++) {
+    const survey = await rpc.surveyHosts({ entry: r.entry });
+    const pick = pickHost(survey, r.name);
+    if (pick.host !== undefined) return pick.host;
+    setState(run, 'WaitingForCapacity', pick.reason);
+    await sleep(capacityBackoffMs(attempt));
+  }
+}
+
+/** Places, ensures the base and creates the VM; a full pool starts over from placement. */
+export async function provision(run: ProxyRun, r: ResolvedProxy): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    if (run.status.host === undefined) {
+      const host = await place(run, r);
+      run.status = { ...run.status, host };
+    }
+    setState(run, 'Provisioning');
+    try {
+      const base = await ensureBase(run, r, run.status.host!);
+      await createAndBoot(run, r, run.status.host!, base);
+      return;
+    } catch (err) {
+      if (!(err instanceof NeedCapacity)) throw err;
+      await compensate(run, r);
+      run.status = { ...run.status, host: undefined };
+      setState(run, 'WaitingForCapacity', err.message);
+      await sleep(capacityBackoffMs(attempt));
+    }
+  }
+}
+
+/** The base image on `host`: from the pool when it is there, else through the ensure-image workflow. */
+export async function ensureBase(run: ProxyRun, r: ResolvedProxy, host: string): Promise<EnsuredBase> {
+  const workflowId = imageWorkflowId(host, r.entry, r.imageKey);
+  // A base already in the pool is used at once; only a miss joins the ensure-image workflow,
+  // which a burst of proxies would otherwise queue on (runs recorded before this ask nothing).
+  if (patched('find-cached-base-first')) {
+    try {
+      const cached = await rpc.findBaseImage({ entry: r.entry, host, key: r.imageKey });
+      if (cached !== null) return cached;
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      const f = failureInfo(err);
+      if (f.kind !== 'Transient') throw new ProxyFailed(f.code, f.message);
+      // Transient after its retries: the ensure-image workflow tries again.
+    }
+  }
+  for (let attempt = 0; attempt < 3; attempt++) {
+    run.imageResult = undefined;
+    run.waitingOnImage = workflowId;
+    run.status = { ...run.status, image: { workflowId, bytes: 0, totalBytes: 0, bytesPerSecond: 0 } };
+    try {
+      await rpc.joinImage({
+        workflowId,
+        image: { entry: r.entry, host, key: r.imageKey, attemptTimeoutMs: r.timeouts.downloadTotalMs + 60_000 },
+        waiter: run.waiterId,
+      });
+      const ready = await condition(() => run.imageResult !== undefined, r.timeouts.downloadTotalMs + 600_000);
+      if (!ready) continue;
+    } finally {
+      run.waitingOnImage = run.imageResult === undefined ? workflowId : undefined;
+      if (run.imageResult !== undefined) run.status = { ...run.status, image: undefined };
+    }
+    const result = run.imageResult!;
+    if (result.ok) return result.base;
+    run.status = {
+      ...run.status,
+      lastError: { kind: result.kind, code: result.code, message: result.message, at: nowIso() },
+    };
+    if (result.code === CAPACITY_ERROR) throw new NeedCapacity(result.message);
+    if (result.kind !== 'Transient') throw new ProxyFailed(result.code, result.message);
+  }
+  throw new ProxyFailed('IMAGE_UNAVAILABLE', `the base image ${r.imageKey} was not ready after 3 attempts`);
+}
+
+/** Creates (or converges) the VM on `host` and waits until libvirt runs it. */
+export async function createAndBoot(run: ProxyRun, r: ResolvedProxy, host: string, base: EnsuredBase): Promise<void> {
+  run.mayHaveCreated = true;
+  try {
+    await rpc.createProxyVm({ proxy: r, host, base, createdAt: run.status.createdAt });
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    recordError(run, err);
+    const f = failureInfo(err);
+    if (f.code === CAPACITY_ERROR) throw new NeedCapacity(f.message);
+    throw new ProxyFailed(f.code, f.message);
+  }
+  const startedAtMs = Date.now();
+  run.startedAtMs = startedAtMs;
+  setState(run, 'Booting');
+  const deadline = startedAtMs + r.timeouts.bootMs;
+  for (;;) {
+    const reading = await poll.readProxyVm({ proxy: r, host }).catch((err: unknown) => {
+      if (isCancellation(err)) throw err;
+      recordError(run, err);
+      return undefined;
+    });
+    if (reading?.state === 'Running') {
+      run.status = markVmRunning(run.status, nowIso());
+      return;
+    }
+    if (Date.now() >= deadline) {
+      throw new ProxyFailed('BOOT_TIMEOUT', `the VM did not run within bootMs (${r.timeouts.bootMs} ms)`);
+    }
+    await sleep(Math.min(2_000, r.health.intervalMs));
+  }
+}
