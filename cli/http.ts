@@ -1,6 +1,7 @@
 // egressctl's HTTP side: one bounded request to the API (undici), the exit code its answer maps
 // to, and table output.
 import { readFile } from 'node:fs/promises';
+import type { ErrorResponse } from '../api/responses.ts';
 
 /** Exit codes scripts can rely on (docs/api.md, README). */
 export const EXIT = { ok: 0, failure: 1, usage: 2, notFound: 3, conflict: 4, unavailable: 5 } as const;
@@ -43,13 +44,16 @@ export function exitFor(status: number): number {
   return EXIT.failure;
 }
 
-/** Calls the API; answers 2xx with the parsed body and throws CliError with the mapped exit code otherwise. */
-export async function api(
+/**
+ * Calls the API; answers 2xx with the parsed body (typed as the route's response, api/responses.ts)
+ * and throws CliError with the mapped exit code otherwise.
+ */
+export async function api<T>(
   t: ApiTarget,
   method: 'GET' | 'POST' | 'DELETE',
   path: string,
   body?: unknown,
-): Promise<{ status: number; body: unknown }> {
+): Promise<{ status: number; body: T }> {
   const url = new URL(path, t.base);
   const headers: Record<string, string> = {};
   if (t.token !== undefined) headers['authorization'] = `Bearer ${t.token}`;
@@ -75,26 +79,27 @@ export async function api(
   } catch {
     parsed = text;
   }
-  if (res.statusCode >= 200 && res.statusCode < 300) return { status: res.statusCode, body: parsed };
-  const e = (parsed as { error?: { code?: string; message?: string } } | undefined)?.error;
+  if (res.statusCode >= 200 && res.statusCode < 300) return { status: res.statusCode, body: parsed as T };
+  const e = (parsed as Partial<ErrorResponse> | undefined)?.error;
   const message = e?.message ?? `HTTP ${res.statusCode}`;
   throw new CliError(exitFor(res.statusCode), `${res.statusCode} ${e?.code ?? ''}: ${message}`.replace(' :', ':'));
 }
 
 /** Rows as an aligned text table with a header. */
-export function table(rows: Record<string, unknown>[], columns: string[]): string {
+export function table(rows: readonly object[], columns: string[]): string {
   const cell = (v: unknown): string => {
     if (v === undefined || v === null) return '-';
     if (typeof v === 'string') return v;
     return typeof v === 'object' ? JSON.stringify(v) : (JSON.stringify(v) ?? '-');
   };
-  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
+  const at = (r: object, c: string): unknown => (r as Record<string, unknown>)[c];
+  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(at(r, c)).length)));
   const line = (vals: string[]): string =>
     vals
       .map((v, i) => v.padEnd(widths[i]!))
       .join('  ')
       .trimEnd();
-  return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => cell(r[c]))))].join(
+  return [line(columns.map((c) => c.toUpperCase())), ...rows.map((r) => line(columns.map((c) => cell(at(r, c)))))].join(
     '\n',
   );
 }

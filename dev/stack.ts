@@ -9,18 +9,13 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { DevOptions } from '../cli/commands/dev.ts';
 import { CliError, EXIT } from '../cli/http.ts';
+import { webUiUrl } from '../cli/temporal.ts';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const STOP_GRACE_MS = 20_000;
 const READY_TIMEOUT_MS = 120_000;
-
-export interface DevOptions {
-  providers: string;
-  dataDir: string;
-  apiPort: number;
-  out: (line: string) => void;
-}
 
 /** Runs scripts/temporal with `args`; resolves with its exit code (output goes to `log`). */
 function temporal(args: string[], log: NodeJS.WritableStream): Promise<number> {
@@ -123,7 +118,7 @@ export async function runDev(o: DevOptions): Promise<number> {
     throw err;
   }
   const apiUrl = `http://127.0.0.1:${o.apiPort}`;
-  const ui = `http://127.0.0.1:${process.env['TEMPORAL_UI_PORT'] || '8233'}`;
+  const ui = webUiUrl();
   o.out(`ready.
   API:        ${apiUrl}   (token file ${tokenFile}: export EGRESSCTL_API=${apiUrl} EGRESSCTL_TOKEN_FILE=${tokenFile})
   Web UI:     ${ui}

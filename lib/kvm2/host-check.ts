@@ -1,6 +1,6 @@
 // Host check: dial each host of the providers file (or of one entry) over SSH on a health link of
 // its own, forward the libvirt socket, and report reachability, round trip, versions and pool
-// space. Shared by `node workers/cli.ts host-check` and `egressctl hosts check`.
+// space: `egressctl hosts check`.
 import { ConfigError, loadProvidersFile } from '../config/index.ts';
 import { HostLinks } from '../hostlink/pool.ts';
 import { hostHealth, hostLinksOptions, hostTarget } from './index.ts';
@@ -8,10 +8,10 @@ import type { HostHealth } from './index.ts';
 import { errorKind } from '../errors.ts';
 import type { Logger } from '../log/logger.ts';
 
-/** A bad request of the caller (unknown entry): the CLIs exit 2 on it. */
+/** A bad request of the caller (unknown entry): egressctl exits 2 on it. */
 export class HostCheckUsageError extends Error {}
 
-/** A bad providers file or host-check arguments: the CLIs' usage errors (exit 2). */
+/** A bad providers file or host-check arguments: usage errors of egressctl (exit 2). */
 export function isUsageError(err: unknown): boolean {
   return err instanceof ConfigError || err instanceof HostCheckUsageError;
 }

@@ -1,7 +1,7 @@
 /**
- * The operator CLI as an operator runs it: host-check over the embedded default providers file
- * (generated from the test hosts) prints one JSON line per host; a bad file names the field and
- * exits 2; --help documents every command.
+ * The operator CLI's commands that do not need the API, as an operator runs them: hosts check over
+ * the embedded default providers file (generated from the test hosts) prints one JSON line per
+ * host; a bad file names the field and exits 2; --help documents every command.
  */
 import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
@@ -32,8 +32,16 @@ describe('operator CLI', { timeout: 120_000 }, () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  test('host-check prints one JSON line per configured host, each reachable with versions and pool space', async () => {
-    const { code, stdout, stderr } = await run(['bin/cli', 'host-check', '--providers', providers]);
+  test('hosts check prints one JSON line per configured host, each reachable with versions and pool space', async () => {
+    const { code, stdout, stderr } = await run([
+      'bin/egressctl',
+      'hosts',
+      'check',
+      '--providers',
+      providers,
+      '--output',
+      'json',
+    ]);
     assert.equal(code, 0, stderr);
     const lines = stdout
       .trim()
@@ -57,7 +65,17 @@ describe('operator CLI', { timeout: 120_000 }, () => {
       .readFileSync(providers, 'utf8')
       .replace(/address: 10\.231\.1\.2\n(\s+)port: 22/, 'address: 127.0.0.1\n$1port: 1');
     await writeFile(bad, text);
-    const { code, stdout } = await run(['workers/cli.ts', 'host-check', '--providers', bad, '--timeout-ms', '5000']);
+    const { code, stdout } = await run([
+      'workers/egressctl.ts',
+      'hosts',
+      'check',
+      '--providers',
+      bad,
+      '--timeout-ms',
+      '5000',
+      '--output',
+      'json',
+    ]);
     assert.equal(code, 1);
     const first = JSON.parse(stdout.trim().split('\n')[0]!) as Record<string, unknown>;
     assert.equal(first.reachable, false);
@@ -67,16 +85,24 @@ describe('operator CLI', { timeout: 120_000 }, () => {
   test('a bad providers file exits 2 and names the field and the fix', async () => {
     const bad = join(dir, 'bad.yaml');
     await writeFile(bad, 'providers:\n  - name: Bad_Name\n    type: kvm2\n');
-    const { code, stderr, stdout } = await run(['workers/cli.ts', 'host-check', '--providers', bad]);
+    const { code, stderr, stdout } = await run(['workers/egressctl.ts', 'hosts', 'check', '--providers', bad]);
     assert.equal(code, 2);
     assert.equal(stdout, '');
     assert.match(stderr, /providers\[0\]\.name/);
   });
 
   test('--help documents every command and option', async () => {
-    const { code, stdout } = await run(['bin/cli', '--help']);
+    const { code, stdout } = await run(['bin/egressctl', '--help']);
     assert.equal(code, 0);
-    for (const word of ['smoke', 'host-check', '--providers', '--entry', '--timeout-ms', 'TEMPORAL_ADDRESS']) {
+    for (const word of [
+      'smoke',
+      'hosts check',
+      'proxy up',
+      '--providers',
+      '--entry',
+      '--timeout-ms',
+      'TEMPORAL_ADDRESS',
+    ]) {
       assert.ok(stdout.includes(word), `--help mentions ${word}`);
     }
   });

@@ -47,11 +47,22 @@ const CASES: { bin: string; help: RegExp; bad: [string[], RegExp][] }[] = [
     ],
   },
   {
-    bin: 'cli',
-    help: /host-check/,
-    bad: [[['smoke', '--timeout-ms', '0'], /--timeout-ms must be a positive whole number/]],
+    bin: 'egressctl',
+    help: /hosts check/,
+    bad: [
+      [['smoke', '--timeout-ms', '0'], /--timeout-ms must be a positive whole number/],
+      [['proxy', 'up'], /proxy up needs the proxy NAME/],
+      [['proxy', 'up', 'p1', '--wait-ms', '0'], /--wait-ms must be a positive whole number/],
+      [['proxy', 'up', 'p1', '--bogus'], /Unknown option '--bogus'.*see egressctl proxy up --help/],
+      [['hosts', 'check'], /hosts check needs --providers/],
+      [['dev', '--api-port', 'x'], /--api-port must be a positive whole number/],
+      [['proxy', 'list', '--page-size', '1.5'], /--page-size must be a positive whole number/],
+    ],
   },
 ];
+
+/** The commands of egressctl that talk to Temporal or SSH: their --help loads neither. */
+const EGRESSCTL_COMMANDS = [['smoke'], ['proxy', 'up'], ['hosts', 'check'], ['dev'], ['proxy', 'create']];
 
 describe('entry points answer --help and bad options before loading the SDK', { timeout: 120_000 }, () => {
   for (const { bin, help, bad } of CASES) {
@@ -73,6 +84,18 @@ describe('entry points answer --help and bad options before loading the SDK', { 
         assert.match(r.stderr, message);
         assert.match(r.stderr, /sdk-loaded=false/);
       }
+    });
+  }
+});
+
+describe('egressctl commands answer --help without loading the SDK', { timeout: 120_000 }, () => {
+  for (const words of EGRESSCTL_COMMANDS) {
+    it(`egressctl ${words.join(' ')} --help`, async () => {
+      const r = await run('egressctl', [...words, '--help']);
+      assert.equal(r.code, 0, r.stderr);
+      assert.ok(r.stdout.startsWith(`egressctl ${words.join(' ')}`), r.stdout);
+      assert.match(r.stdout, /Exit codes:/);
+      assert.match(r.stderr, /sdk-loaded=false/);
     });
   }
 });

@@ -19,7 +19,6 @@ const LAUNCHERS: [string, string, RegExp][] = [
   ['egressctl', 'workers/egressctl.ts', /^egressctl: start, inspect and delete egress proxies/],
   ['worker', 'workers/worker.ts', /^egress-proxies worker:/],
   ['api', 'workers/api.ts', /--token-file/],
-  ['cli', 'workers/cli.ts', /^egress-proxies CLI/],
 ];
 
 describe('bin/ launchers', { timeout: 60_000 }, () => {
@@ -60,6 +59,13 @@ describe('bin/ launchers', { timeout: 60_000 }, () => {
       timeout: 30_000,
     });
     assert.deepEqual(entries(dir), []);
+  });
+
+  it('bin/ holds one launcher per entry point of workers/, and nothing else but the cache module', () => {
+    const launchers = readdirSync(join(root, 'bin')).filter((f) => f !== 'compile-cache.mjs');
+    assert.deepEqual(launchers.sort(), LAUNCHERS.map(([name]) => name).sort());
+    const entries = readdirSync(join(root, 'workers')).filter((f) => f.endsWith('.ts'));
+    assert.deepEqual(entries.sort(), LAUNCHERS.map(([, entry]) => entry.replace('workers/', '')).sort());
   });
 
   it('package.json installs egressctl from bin/', () => {

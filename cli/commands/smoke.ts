@@ -1,0 +1,41 @@
+import type { SmokeInput, SmokeResult } from '../../contracts/smoke.ts';
+import { TASK_QUEUE } from '../../contracts/task-queues.ts';
+import { EXIT } from '../http.ts';
+import { print, str } from '../command.ts';
+import type { Command } from '../command.ts';
+
+export const smoke: Command = {
+  name: 'smoke',
+  usage: 'smoke [--name NAME]',
+  help: `egressctl smoke [--name NAME]
+  Starts the smoke workflow (ID smoke/cli-<time>) on task queue $TEMPORAL_TASK_QUEUE or ${TASK_QUEUE}, directly through
+  Temporal (not the API), bounded by --timeout-ms, and prints its result. Needs the Temporal dev
+  server (scripts/temporal up) and a worker (bin/worker). --name NAME: who the workflow greets
+  (default operator).`,
+  options: { name: { type: 'string' } },
+  async run(ctx) {
+    const [{ withTemporal }, { SMOKE_WORKFLOW_TYPE }] = await Promise.all([
+      import('../temporal.ts'),
+      import('../../contracts/smoke.ts'),
+    ]);
+    const input: SmokeInput = { name: str(ctx, 'name') ?? 'operator' };
+    const body = await withTemporal(ctx.timeoutMs, async (client, settings) => {
+      const workflowId = `smoke/cli-${Date.now().toString(36)}`;
+      const handle = await client.workflow.start(SMOKE_WORKFLOW_TYPE, {
+        taskQueue: settings.taskQueue,
+        workflowId,
+        args: [input],
+        workflowExecutionTimeout: ctx.timeoutMs,
+      });
+      const result = (await handle.result()) as SmokeResult;
+      return { workflowId, runId: handle.firstExecutionRunId, result };
+    });
+    print(
+      ctx,
+      body,
+      [{ workflowId: body.workflowId, ...body.result }],
+      ['workflowId', 'greeting', 'workflowElapsedMs'],
+    );
+    return EXIT.ok;
+  },
+};
