@@ -11,17 +11,18 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import type { TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   OWNER_METADATA_PREFIX,
   OWNER_METADATA_URI,
   buildDomainXml,
   buildOwnerMetadataElement,
+  buildVolumeXml,
   parseOwnerMetadata,
-} from '../../lib/kvm2/proxy/domain-xml.ts';
-import { buildVolumeXml } from '../../lib/kvm2/volume-xml.ts';
-import type { DomainSpec } from '../../lib/kvm2/proxy/domain-xml.ts';
+  xpath,
+} from '../support/kvm2-xml.ts';
+import type { DomainSpec } from '../support/kvm2-xml.ts';
+import { needTool } from '../support/tools.ts';
 import { escapeXml, findElement, parseXml } from '../../lib/kvm2/xml.ts';
 import { Kvm2BuildError, XmlSyntaxError } from '../../lib/kvm2/build-errors.ts';
 
@@ -61,35 +62,12 @@ const LIBVIRT_DUMP = `<domain type='qemu'>
 const LIBVIRT_GET_METADATA =
   '<proxy>\n  <owner>u-1&amp;2</owner>\n  <name>&lt;p1&gt;</name>\n  <entry>lab"a</entry>\n  <created>2026-01-01T00:00:00Z</created>\n</proxy>\n\n';
 
-async function have(cmd: string): Promise<boolean> {
-  try {
-    await pexec('sh', ['-c', `command -v ${cmd}`], { timeout: 5000 });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-async function needTool(t: TestContext, cmd: string, pkg: string): Promise<boolean> {
-  if (await have(cmd)) return true;
-  const why = `${cmd} is not installed (apt-get install ${pkg})`;
-  if (process.env.CI) assert.fail(why);
-  t.skip(why);
-  return false;
-}
-
 let dir = '';
 let fileNo = 0;
 async function toFile(xml: string): Promise<string> {
   const path = join(dir, `doc-${fileNo++}.xml`);
   await writeFile(path, xml);
   return path;
-}
-
-/** `xmllint --xpath expr` over the document: libxml2 parses, not our code. */
-async function xpath(path: string, expr: string): Promise<string> {
-  const { stdout } = await pexec('xmllint', ['--xpath', expr, path], { timeout: 10_000 });
-  return stdout.replace(/\n$/, '');
 }
 
 before(async () => {

@@ -12,10 +12,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import type { TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildSeedImage } from '../../lib/kvm2/seed/seed-image.ts';
 import { buildCloudInitSeed } from '../../lib/kvm2/seed/cloud-config.ts';
+import { needTool } from '../support/tools.ts';
 
 const pexec = promisify(execFile);
 const TOOL_TIMEOUT_MS = 20_000;
@@ -23,24 +23,6 @@ const TOOL_TIMEOUT_MS = 20_000;
 async function run(cmd: string, args: string[]): Promise<Buffer> {
   const { stdout } = await pexec(cmd, args, { timeout: TOOL_TIMEOUT_MS, encoding: 'buffer', maxBuffer: 16 << 20 });
   return stdout;
-}
-
-async function have(cmd: string): Promise<boolean> {
-  try {
-    await pexec('sh', ['-c', `command -v ${cmd}`], { timeout: TOOL_TIMEOUT_MS });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Skips (locally) or fails (CI) when `cmd` is missing. Returns whether the test may go on. */
-async function needTool(t: TestContext, cmd: string, pkg: string): Promise<boolean> {
-  if (await have(cmd)) return true;
-  const why = `${cmd} is not installed (apt-get install ${pkg})`;
-  if (process.env.CI) assert.fail(why);
-  t.skip(why);
-  return false;
 }
 
 const seed = buildCloudInitSeed({

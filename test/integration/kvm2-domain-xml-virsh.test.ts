@@ -7,10 +7,8 @@
  * started once (QEMU accepts the devices: read-only virtio seed, file console, guest-agent
  * channel, RNG), then destroyed. Everything is removed in `after`. Needs `test/hosts/testhost up`.
  */
-import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { rm, writeFile } from 'node:fs/promises';
-import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import {
@@ -18,16 +16,16 @@ import {
   OWNER_METADATA_URI,
   buildDomainXml,
   buildOwnerMetadataElement,
+  buildVolumeXml,
   parseOwnerMetadata,
-} from '../../lib/kvm2/proxy/domain-xml.ts';
-import { buildVolumeXml } from '../../lib/kvm2/volume-xml.ts';
-import type { OwnerMetadata } from '../../lib/kvm2/proxy/domain-xml.ts';
+  xpathOfXml,
+} from '../support/kvm2-xml.ts';
+import type { OwnerMetadata } from '../support/kvm2-xml.ts';
 import { buildSeedImage } from '../../lib/kvm2/seed/seed-image.ts';
 import { buildCloudInitSeed } from '../../lib/kvm2/seed/cloud-config.ts';
 import { hostPath, inHost, loadTestHosts } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
 
-const pexec = promisify(execFile);
 const VIRSH_TIMEOUT_MS = 30_000;
 
 const host: TestHost = loadTestHosts()[0]!;
@@ -49,16 +47,7 @@ function virsh(args: string[]): Promise<string> {
 }
 
 /** libxml2's reading of `xml` at `expr` (the document goes through a file on this side). */
-async function xpath(xml: string, expr: string): Promise<string> {
-  const path = `/tmp/ep-it-xpath-${tag}.xml`;
-  await writeFile(path, xml);
-  try {
-    const { stdout } = await pexec('xmllint', ['--xpath', expr, path], { timeout: 10_000 });
-    return stdout.replace(/\n$/, '');
-  } finally {
-    await rm(path, { force: true });
-  }
-}
+const xpath = (xml: string, expr: string): Promise<string> => xpathOfXml(xml, expr, `/tmp/ep-it-xpath-${tag}.xml`);
 
 async function volPath(vol: string): Promise<string> {
   return (await virsh(['vol-path', '--pool', host.pool, vol])).trim();
