@@ -1,15 +1,11 @@
 // The fleet-wide workflows, each run by a Temporal Schedule the worker keeps in place: orphan GC
 // (our marked domains whose proxy has no open workflow and that are older than the minimum age)
 // and provider health (every host's survey, which operators and placement read).
-import { proxyActivities, setHandler } from '@temporalio/workflow';
-import type { Activities } from '../activities/index.ts';
+import { setHandler } from '@temporalio/workflow';
 import type { GcHostResult, GcResult, ProviderHealthResult } from '../contracts/fleet.ts';
 import { gcResultQuery, healthResultQuery } from '../contracts/messages.ts';
-import { QUICK_ACTIVITY, RPC_ACTIVITY } from './activity-options.ts';
 import { failureInfo } from './failures.ts';
-
-const quick = proxyActivities<Activities>(QUICK_ACTIVITY);
-const rpc = proxyActivities<Activities>(RPC_ACTIVITY);
+import { quick, rpc } from './stubs.ts';
 
 /**
  * Deletes orphans on every host of every entry: domains with this installation's mark whose

@@ -1,15 +1,12 @@
 // The smoke workflow: one activity, then an optional durable timer. Proves a worker, the
 // workflow bundle, the activity round trip and (with the time-skipping test server) timers.
-import { log, proxyActivities, sleep } from '@temporalio/workflow';
-import type { Activities } from '../activities/index.ts';
+import { log, sleep } from '@temporalio/workflow';
 import type { SmokeInput, SmokeResult } from '../contracts/smoke.ts';
-import { QUICK_ACTIVITY } from './activity-options.ts';
-
-const { smokeGreet } = proxyActivities<Activities>(QUICK_ACTIVITY);
+import { quick } from './stubs.ts';
 
 export async function smokeWorkflow(input: SmokeInput): Promise<SmokeResult> {
   const startedAt = Date.now(); // workflow time: deterministic, replay-safe
-  const { greeting, attempt } = await smokeGreet(input.name);
+  const { greeting, attempt } = await quick.smokeGreet(input.name);
   const sleepMs = Math.max(0, input.sleepMs ?? 0);
   if (sleepMs > 0) {
     log.info('smoke workflow sleeping', { sleepMs });

@@ -1,10 +1,10 @@
 // The way out of a proxy workflow, never cancelled itself: leave the image waited on, then either
 // fail (the console's tail after a boot timeout, compensation) or delete the VM; and the
 // compensation a full pool or a failure runs in the middle of provisioning.
-import { CancellationScope, getExternalWorkflowHandle } from '@temporalio/workflow';
-import { imageLeaveSignal } from '../../contracts/messages.ts';
+import { CancellationScope } from '@temporalio/workflow';
 import type { ProxyOutcome, ResolvedProxy } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
+import type { ImageWaiter } from '../image-join.ts';
 import { cleanup, probe } from '../stubs.ts';
 import { nowIso, setState } from './publish.ts';
 import type { ProxyFailed, ProxyRun } from './state.ts';
@@ -21,14 +21,14 @@ export async function compensate(run: ProxyRun, r: ResolvedProxy): Promise<void>
  * Ends the proxy after the lifecycle stopped: Failed with `failed`'s reason, or Deleted (deleted
  * or, when `cancelled`, cancelled from outside). Runs without being cancelled.
  */
-export function finish(run: ProxyRun, failed: ProxyFailed | undefined, cancelled: boolean): Promise<ProxyOutcome> {
+export function finish(
+  run: ProxyRun,
+  images: ImageWaiter,
+  failed: ProxyFailed | undefined,
+  cancelled: boolean,
+): Promise<ProxyOutcome> {
   return CancellationScope.nonCancellable(async (): Promise<ProxyOutcome> => {
-    if (run.waitingOnImage !== undefined) {
-      await getExternalWorkflowHandle(run.waitingOnImage)
-        .signal(imageLeaveSignal, { waiter: run.waiterId })
-        .catch(() => undefined);
-      run.waitingOnImage = undefined;
-    }
+    await images.leave();
     return failed !== undefined ? fail(run, failed) : remove(run, cancelled);
   });
 }

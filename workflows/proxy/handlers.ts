@@ -5,23 +5,23 @@ import { ApplicationFailure, condition, setHandler } from '@temporalio/workflow'
 import type { CancellationScope } from '@temporalio/workflow';
 import {
   imageProgressSignal,
-  imageReadySignal,
   proxyDeleteUpdate,
   proxyResizeUpdate,
   proxyStatusQuery,
 } from '../../contracts/messages.ts';
 import type { DeleteAccepted, ProxyStatus, VmSize } from '../../contracts/proxy.ts';
+import type { ImageWaiter } from '../image-join.ts';
 import type { ProxyRun } from './state.ts';
 import { deleteProblem, resizeProblem, resizeTarget, withImageProgress } from './status.ts';
 
-/** Sets every handler of the proxy workflow on `run`; `main` is the scope a delete cancels. */
-export function installHandlers(run: ProxyRun, main: CancellationScope): void {
+/**
+ * Sets every handler of the proxy workflow on `run` (the image ready signal is `images`'s); `main`
+ * is the scope a delete cancels.
+ */
+export function installHandlers(run: ProxyRun, main: CancellationScope, images: ImageWaiter): void {
   setHandler(proxyStatusQuery, () => run.status);
-  setHandler(imageReadySignal, (r) => {
-    run.imageResult = r;
-  });
   setHandler(imageProgressSignal, (p) => {
-    if (run.waitingOnImage === p.workflowId) run.status = withImageProgress(run.status, p);
+    if (images.awaiting(p.workflowId)) run.status = withImageProgress(run.status, p);
   });
   setHandler(
     proxyDeleteUpdate,

@@ -11,6 +11,7 @@ import {
 } from '@temporalio/workflow';
 import type { ProxyOutcome, ResolvedProxy, VmReading } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
+import type { ImageWaiter } from '../image-join.ts';
 import { poll, probe, rpc } from '../stubs.ts';
 import { compensate } from './cleanup.ts';
 import { createAndBoot, ensureBase } from './phases.ts';
@@ -21,7 +22,7 @@ import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
 import { applyAddress, applyProbe, markRecreating, vmLost } from './status.ts';
 
 /** Runs the proxy until it is deleted, cancelled or fails (or continues as new). */
-export async function healthLoop(run: ProxyRun, proxy: ResolvedProxy): Promise<void> {
+export async function healthLoop(run: ProxyRun, images: ImageWaiter, proxy: ResolvedProxy): Promise<void> {
   let r = proxy;
   setState(run, 'Running');
   run.status = { ...run.status, runningSince: run.status.runningSince ?? nowIso() };
@@ -37,7 +38,7 @@ export async function healthLoop(run: ProxyRun, proxy: ResolvedProxy): Promise<v
     }
     const at = nowIso();
     if (vmLost(reading)) {
-      await recreate(run, r, host, reading.state, at);
+      await recreate(run, images, r, host, reading.state, at);
       continue;
     }
     const why = reading ? `no address read (VM ${reading.state})` : 'the VM could not be read';
@@ -74,7 +75,14 @@ export async function healthLoop(run: ProxyRun, proxy: ResolvedProxy): Promise<v
 }
 
 /** Recreates a VM that is gone (`vmState`) on the proxy's host; VM_LOST after maxRecreations. */
-async function recreate(run: ProxyRun, r: ResolvedProxy, host: string, vmState: string, at: string): Promise<void> {
+async function recreate(
+  run: ProxyRun,
+  images: ImageWaiter,
+  r: ResolvedProxy,
+  host: string,
+  vmState: string,
+  at: string,
+): Promise<void> {
   if (run.status.recreations >= r.health.maxRecreations) {
     throw new ProxyFailed(
       'VM_LOST',
@@ -84,7 +92,7 @@ async function recreate(run: ProxyRun, r: ResolvedProxy, host: string, vmState: 
   run.status = markRecreating(run.status, vmState, at);
   setState(run, 'Provisioning', `the VM was ${vmState}; recreating it on ${host}`);
   try {
-    const base = await ensureBase(run, r, host);
+    const base = await ensureBase(run, images, r, host);
     await createAndBoot(run, r, host, base);
   } catch (err) {
     if (!(err instanceof NeedCapacity)) throw err;

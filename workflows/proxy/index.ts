@@ -4,7 +4,7 @@
 // or cancelling at any point aborts the work in flight and cleans up in a non-cancellable scope.
 //
 // The parts: state.ts (the run state), status.ts (its pure transitions), handlers.ts (query,
-// updates, signals), phases.ts (resolve, place, image, create, boot), health-loop.ts (Running),
+// updates, signals), ../image-join.ts (waiting on the base image), phases.ts (resolve, place, image, create, boot), health-loop.ts (Running),
 // cleanup.ts (the way out), publish.ts (search attributes, memo, details).
 import {
   ApplicationFailure,
@@ -18,6 +18,7 @@ import {
 } from '@temporalio/workflow';
 import type { ProxyOutcome } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
+import { ImageWaiter } from '../image-join.ts';
 import { finish } from './cleanup.ts';
 import { installHandlers } from './handlers.ts';
 import { healthLoop } from './health-loop.ts';
@@ -30,10 +31,11 @@ import { withResolved } from './status.ts';
 export type { CarriedProxy, ProxyWorkflowInput } from './state.ts';
 
 export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOutcome> {
-  const run = new ProxyRun(input, workflowInfo().workflowId, nowIso());
+  const run = new ProxyRun(input, nowIso());
+  const images = new ImageWaiter(workflowInfo().workflowId);
   /** The lifecycle's scope: the delete update cancels it, aborting the work in flight. */
   const main = new CancellationScope();
-  installHandlers(run, main);
+  installHandlers(run, main, images);
   publish(run);
 
   let failed: ProxyFailed | undefined;
@@ -45,8 +47,8 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
         run.resolved = r;
         run.status = withResolved(run.status, r);
       }
-      if (run.status.state !== 'Running') await provision(run, r);
-      await healthLoop(run, r);
+      if (run.status.state !== 'Running') await provision(run, images, r);
+      await healthLoop(run, images, r);
     });
   } catch (err) {
     if (err instanceof ProxyFailed) failed = err;
@@ -60,7 +62,7 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
 
   // Deleted, cancelled or failed: clean up without being cancelled ourselves.
   const cancelled = !run.deleteRequested && failed === undefined;
-  const outcome = await finish(run, failed, cancelled);
+  const outcome = await finish(run, images, failed, cancelled);
   await condition(allHandlersFinished);
   if (failed !== undefined) {
     throw ApplicationFailure.create({

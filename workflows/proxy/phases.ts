@@ -1,12 +1,13 @@
 // The phases that bring a proxy up: resolve its spec, place it on a host (waiting for capacity),
 // ensure the base image there, create the VM and wait until libvirt runs it. Each phase reads and
 // writes the run state (state.ts); a permanent failure is a ProxyFailed, a full host NeedCapacity.
-import { condition, isCancellation, patched, sleep } from '@temporalio/workflow';
+import { isCancellation, patched, sleep } from '@temporalio/workflow';
 import { imageWorkflowId } from '../../contracts/image.ts';
 import type { EnsuredBase } from '../../contracts/image.ts';
 import type { ResolvedProxy } from '../../contracts/proxy.ts';
 import { CAPACITY_ERROR } from '../activity-options.ts';
 import { failureInfo } from '../failures.ts';
+import type { ImageWaiter } from '../image-join.ts';
 import { poll, rpc } from '../stubs.ts';
 import { compensate } from './cleanup.ts';
 import { capacityBackoffMs, pickHost } from './placement.ts';
@@ -45,7 +46,7 @@ async function place(run: ProxyRun, r: ResolvedProxy): Promise<string> {
 }
 
 /** Places, ensures the base and creates the VM; a full pool starts over from placement. */
-export async function provision(run: ProxyRun, r: ResolvedProxy): Promise<void> {
+export async function provision(run: ProxyRun, images: ImageWaiter, r: ResolvedProxy): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     if (run.status.host === undefined) {
       const host = await place(run, r);
@@ -53,7 +54,7 @@ export async function provision(run: ProxyRun, r: ResolvedProxy): Promise<void> 
     }
     setState(run, 'Provisioning');
     try {
-      const base = await ensureBase(run, r, run.status.host!);
+      const base = await ensureBase(run, images, r, run.status.host!);
       await createAndBoot(run, r, run.status.host!, base);
       return;
     } catch (err) {
@@ -67,7 +68,12 @@ export async function provision(run: ProxyRun, r: ResolvedProxy): Promise<void> 
 }
 
 /** The base image on `host`: from the pool when it is there, else through the ensure-image workflow. */
-export async function ensureBase(run: ProxyRun, r: ResolvedProxy, host: string): Promise<EnsuredBase> {
+export async function ensureBase(
+  run: ProxyRun,
+  images: ImageWaiter,
+  r: ResolvedProxy,
+  host: string,
+): Promise<EnsuredBase> {
   const workflowId = imageWorkflowId(host, r.entry, r.imageKey);
   // A base already in the pool is used at once; only a miss joins the ensure-image workflow,
   // which a burst of proxies would otherwise queue on (runs recorded before this ask nothing).
@@ -83,22 +89,15 @@ export async function ensureBase(run: ProxyRun, r: ResolvedProxy, host: string):
     }
   }
   for (let attempt = 0; attempt < 3; attempt++) {
-    run.imageResult = undefined;
-    run.waitingOnImage = workflowId;
     run.status = { ...run.status, image: { workflowId, bytes: 0, totalBytes: 0, bytesPerSecond: 0 } };
     try {
-      await rpc.joinImage({
-        workflowId,
-        image: { entry: r.entry, host, key: r.imageKey, attemptTimeoutMs: r.timeouts.downloadTotalMs + 60_000 },
-        waiter: run.waiterId,
-      });
-      const ready = await condition(() => run.imageResult !== undefined, r.timeouts.downloadTotalMs + 600_000);
-      if (!ready) continue;
+      const attemptTimeoutMs = r.timeouts.downloadTotalMs + 60_000;
+      await images.join(workflowId, { entry: r.entry, host, key: r.imageKey, attemptTimeoutMs });
+      if (!(await images.ready([workflowId], r.timeouts.downloadTotalMs + 600_000))) continue;
     } finally {
-      run.waitingOnImage = run.imageResult === undefined ? workflowId : undefined;
-      if (run.imageResult !== undefined) run.status = { ...run.status, image: undefined };
+      if (images.result(workflowId) !== undefined) run.status = { ...run.status, image: undefined };
     }
-    const result = run.imageResult!;
+    const result = images.result(workflowId)!;
     if (result.ok) return result.base;
     run.status = {
       ...run.status,

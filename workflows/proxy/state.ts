@@ -1,8 +1,7 @@
 // The run state of one proxy workflow, in one place: the status it reports and what the phases,
 // handlers and cleanup share (the resolved spec, the address grace count, a pending resize, what
-// may need deleting). Plain data and small methods; the transitions of the status itself are
+// may need deleting; the image waited on is the ImageWaiter's, image-join.ts). Plain data and small methods; the transitions of the status itself are
 // the pure functions of status.ts.
-import type { ImageResult } from '../../contracts/image.ts';
 import type { ProxySpec, ProxyStatus, ResolvedProxy } from '../../contracts/proxy.ts';
 import { initialStatus, isEnding } from './status.ts';
 import type { ResizeTarget } from './status.ts';
@@ -54,21 +53,14 @@ export class ProxyRun {
   mayHaveCreated: boolean;
   /** The delete update was accepted (as opposed to a cancellation from outside). */
   deleteRequested = false;
-  /** The ready signal of the image waited on, once it came. */
-  imageResult: ImageResult | undefined;
-  /** The ensure-image workflow joined and not answered yet: cleanup leaves it. */
-  waitingOnImage: string | undefined;
   /** A resize the update handler asked for and the health loop has not applied yet. */
   pendingResize: ResizeTarget | undefined;
   private resizeError: string | undefined;
 
   readonly input: ProxyWorkflowInput;
-  /** This workflow's ID: how the ensure-image workflow knows it as a waiter. */
-  readonly waiterId: string;
 
-  constructor(input: ProxyWorkflowInput, waiterId: string, at: string) {
+  constructor(input: ProxyWorkflowInput, at: string) {
     this.input = input;
-    this.waiterId = waiterId;
     const carried = input.carried;
     this.status = carried?.status ?? initialStatus(input, at);
     this.resolved = carried?.resolved;
