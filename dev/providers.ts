@@ -12,19 +12,28 @@
 // The file is validated by the same loader as any providers file before it is written.
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { parseProvidersYaml } from '../lib/config/index.ts';
+import { parseArgsOrExit } from '../runtime/options.ts';
 import { providerHosts } from './testhost-providers.ts';
 import type { TesthostDescriptor } from './testhost-providers.ts';
 
-const { values } = parseArgs({
-  options: {
-    state: { type: 'string', default: process.env['EP_TESTHOST_STATE'] ?? '/var/lib/egress-proxies-testhosts' },
-    out: { type: 'string', default: join(process.cwd(), '.data/providers.yaml') },
-    target: { type: 'string' },
+const HELP = 'Usage: node dev/providers.ts [--state DIR] [--out FILE] [--target HOST:PORT]';
+const { values } = parseArgsOrExit(
+  {
+    options: {
+      state: { type: 'string', default: process.env['EP_TESTHOST_STATE'] ?? '/var/lib/egress-proxies-testhosts' },
+      out: { type: 'string', default: join(process.cwd(), '.data/providers.yaml') },
+      target: { type: 'string' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
   },
-});
+  HELP,
+);
+if (values.help) {
+  process.stdout.write(`${HELP}\n`);
+  process.exit(0);
+}
 
 const index = JSON.parse(readFileSync(join(values.state, 'hosts.json'), 'utf8')) as { hosts: string[] };
 const hosts = index.hosts.map((p) => JSON.parse(readFileSync(p, 'utf8')) as TesthostDescriptor);

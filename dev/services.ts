@@ -13,23 +13,25 @@
 import { createReadStream, statSync } from 'node:fs';
 import http from 'node:http';
 import type { Socket } from 'node:net';
-import { parseArgs } from 'node:util';
 import { createLogger, logLevelFromEnv } from '../lib/log/logger.ts';
+import { parseArgsOrExit } from '../runtime/options.ts';
 
 const IMAGE_PATH = '/images/proxy.qcow2';
 
-const { values } = parseArgs({
-  options: {
-    image: { type: 'string' },
-    mirror: { type: 'string', default: '127.0.0.1:8480' },
-    target: { type: 'string', default: '10.231.1.1:8481' },
-    help: { type: 'boolean', short: 'h', default: false },
+const HELP = 'Usage: node dev/services.ts --image FILE [--mirror 127.0.0.1:8480] [--target 10.231.1.1:8481]';
+const { values } = parseArgsOrExit(
+  {
+    options: {
+      image: { type: 'string' },
+      mirror: { type: 'string', default: '127.0.0.1:8480' },
+      target: { type: 'string', default: '10.231.1.1:8481' },
+      help: { type: 'boolean', short: 'h', default: false },
+    },
   },
-});
+  HELP,
+);
 if (values.help || values.image === undefined) {
-  process.stdout.write(
-    'Usage: node dev/services.ts --image FILE [--mirror 127.0.0.1:8480] [--target 10.231.1.1:8481]\n',
-  );
+  process.stdout.write(`${HELP}\n`);
   process.exit(values.help ? 0 : 2);
 }
 const imageFile = values.image;
