@@ -9,7 +9,7 @@ import { proxyWorkflowId } from '../contracts/proxy.ts';
 import { mapped } from './errors.ts';
 import type { HostRegistry } from './hosts.ts';
 
-export function fleetActivities(registry: HostRegistry, client: Client) {
+export function createFleetActivities(registry: HostRegistry, client: Client) {
   return {
     /** Hosts of every entry, for the fleet workflows to iterate over. */
     async listHosts(): Promise<{ entry: string; host: string }[]> {

@@ -1,11 +1,11 @@
 // Every activity the worker registers, built around the worker's host registry and Temporal
 // client. Workflows import this module with `import type` only, for the activities' signatures.
 import type { Client } from '@temporalio/client';
-import { fleetActivities } from './fleet.ts';
+import { createFleetActivities } from './fleet.ts';
 import type { HostRegistry } from './hosts.ts';
 import type { WorkerMetrics } from './metrics.ts';
-import { imageActivities } from './image.ts';
-import { proxyActivities } from './proxy.ts';
+import { createImageActivities } from './image.ts';
+import { createProxyActivities } from './proxy.ts';
 import { smokeGreet } from './smoke.ts';
 
 export interface ActivityDeps {
@@ -21,9 +21,9 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   return {
     smokeGreet,
-    ...proxyActivities(deps.registry, deps.metrics),
-    ...imageActivities(deps.registry, deps.client, deps.taskQueue, deps.metrics),
-    ...fleetActivities(deps.registry, deps.client),
+    ...createProxyActivities(deps.registry, deps.metrics),
+    ...createImageActivities(deps.registry, deps.client, deps.taskQueue, deps.metrics),
+    ...createFleetActivities(deps.registry, deps.client),
   };
 }
 

@@ -1,7 +1,8 @@
 // Activities of one proxy's life: thin calls from workflow input (plain JSON) into lib/kvm2, with
 // the entry's budgets, the activity's cancellation signal, and errors mapped by errors.ts.
 import { Context } from '@temporalio/activity';
-import { isOpenCidr, SquidSchema, VmSchema } from '../lib/config/schema.ts';
+import { SquidSchema, VmSchema } from '../lib/config/schema.ts';
+import { openBlocks } from '../contracts/cidr.ts';
 import { formatPath } from '../lib/config/index.ts';
 import {
   checkIdentifier,
@@ -36,7 +37,7 @@ export interface PlacedProxy {
  */
 export const SURVEY_TTL_MS = 5_000;
 
-export function proxyActivities(registry: HostRegistry, metrics?: WorkerMetrics) {
+export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMetrics) {
   const surveys = new Map<string, { at: number; result: Promise<HostSurvey[]> }>();
   /** One survey shared by every caller within {@link SURVEY_TTL_MS} (no caller's signal ends it). */
   const survey = (input: { entry: string }): Promise<HostSurvey[]> =>
@@ -106,11 +107,11 @@ export function proxyActivities(registry: HostRegistry, metrics?: WorkerMetrics)
           throw new ProxySpecError(`squid.${formatPath(issue.path)}`, issue.message);
         }
         if (!registry.config.allowOpenProxy) {
-          const open = squid.data.allowedClientCidrs.findIndex(isOpenCidr);
-          if (open >= 0) {
+          const [open] = openBlocks(squid.data.allowedClientCidrs);
+          if (open !== undefined) {
             throw new ProxySpecError(
-              `squid.allowedClientCidrs[${open}]`,
-              'admits every address (an open proxy); list the client networks, or set allowOpenProxy: true in the providers file',
+              `squid.allowedClientCidrs[${open.index}]`,
+              `${open.problem} (an open proxy); list the client networks, or set allowOpenProxy: true in the providers file`,
             );
           }
         }

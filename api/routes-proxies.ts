@@ -1,6 +1,8 @@
 // /v1/proxies: create (idempotent), list (visibility), get (status query), delete (update).
 // A proxy is addressed as /v1/proxies/{entry}/{name}, like its workflow ID proxy/<entry>/<name>.
 import type { FastifyInstance } from 'fastify';
+import { openBlocks, parseCidr } from '../contracts/cidr.ts';
+import { CODES } from '../contracts/errors.ts';
 import type { ProxySpec } from '../contracts/proxy.ts';
 import { requireWrite } from './auth.ts';
 import type { PageTokens } from './page-token.ts';
@@ -31,11 +33,6 @@ interface Params {
   name: string;
 }
 
-/** Whether a CIDR block covers every address (prefix length 0): an open proxy. */
-export function isOpenCidr(cidr: string): boolean {
-  return /\/0+$/.test(cidr.trim());
-}
-
 /** The fields where two specs differ, for a 409's message. */
 function differences(a: ProxySpec, b: ProxySpec): string[] {
   return (['imageKey', 'vm', 'squid'] as const).filter((k) => canonicalJson(a[k]) !== canonicalJson(b[k]));
@@ -47,18 +44,7 @@ export function registerProxyRoutes(app: FastifyInstance, o: ProxyRoutesOptions)
   app.post<{ Body: ProxySpec }>('/v1/proxies', { schema: routeSchemas.create }, async (request, reply) => {
     requireWrite(request.role, 'creating a proxy');
     const spec = request.body;
-    if (!o.allowOpenProxy) {
-      const i = spec.squid?.allowedClientCidrs?.findIndex(isOpenCidr) ?? -1;
-      if (i >= 0) {
-        throw new ApiError(
-          400,
-          'OPEN_PROXY_REFUSED',
-          `squid.allowedClientCidrs[${i}] (${spec.squid!.allowedClientCidrs![i]}) admits every address and would make ` +
-            'an open proxy; list the client networks instead (the API accepts /0 only when started with --allow-open-proxy)',
-          `squid.allowedClientCidrs[${i}]`,
-        );
-      }
-    }
+    checkClientCidrs(spec.squid?.allowedClientCidrs ?? [], o.allowOpenProxy);
     const result = await store.start(spec, o.taskQueue);
     if (result.started) return reply.code(201).send({ created: true, proxy: result.proxy });
     const where = `proxy ${spec.entry}/${spec.name}`;
@@ -139,6 +125,34 @@ export function registerProxyRoutes(app: FastifyInstance, o: ProxyRoutesOptions)
       }
       return reply.code(200).send({ ...base, done: true, state: outcome.state, outcome });
     },
+  );
+}
+
+/**
+ * Every block exact (the schema checks only its characters), and no open proxy unless the API runs
+ * with --allow-open-proxy: the rule of contracts/cidr.ts, as the providers file and the workflow
+ * apply it.
+ */
+function checkClientCidrs(cidrs: readonly string[], allowOpenProxy: boolean): void {
+  cidrs.forEach((text, i) => {
+    const parsed = parseCidr(text);
+    if (parsed.ok) return;
+    const fix = parsed.canonical === undefined ? 'write a block such as 10.0.0.0/8' : `write ${parsed.canonical}`;
+    throw new ApiError(
+      400,
+      'INVALID_FIELD',
+      `body field squid.allowedClientCidrs[${i}] (${text}) ${parsed.problem}; ${fix}`,
+      `squid.allowedClientCidrs[${i}]`,
+    );
+  });
+  const [open] = allowOpenProxy ? [] : openBlocks(cidrs);
+  if (open === undefined) return;
+  throw new ApiError(
+    400,
+    CODES.openProxyRefused,
+    `squid.allowedClientCidrs[${open.index}] (${cidrs[open.index]}) ${open.problem} and would make an open proxy; ` +
+      'list the client networks instead (the API accepts such blocks only when started with --allow-open-proxy)',
+    `squid.allowedClientCidrs[${open.index}]`,
   );
 }
 

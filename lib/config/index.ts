@@ -2,8 +2,8 @@
 export { ConfigError, formatIssue } from './errors.ts';
 export type { ConfigErrorCode, ConfigIssue } from './errors.ts';
 export { loadProvidersFile, parseProvidersYaml, formatPath, MAX_PROVIDERS_FILE_BYTES } from './load.ts';
-export { parseCidr } from './cidr.ts';
-export type { Cidr, CidrResult } from './cidr.ts';
+export { coversEverything, openBlocks, parseCidr } from '../../contracts/cidr.ts';
+export type { Cidr, CidrResult, OpenBlock } from '../../contracts/cidr.ts';
 export { IDENTIFIER_RE, MAX_TIMEOUT_MS, ProvidersFileSchema } from './schema.ts';
 export type {
   HostConfig,

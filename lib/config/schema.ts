@@ -14,7 +14,7 @@ import {
   isHttpUrl,
   MAX_TIMER_MS,
 } from '../rules.ts';
-import { parseCidr } from './cidr.ts';
+import { openBlocks, parseCidr } from '../../contracts/cidr.ts';
 
 /** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters (lib/rules.ts). */
 export { IDENTIFIER_RE };
@@ -123,15 +123,6 @@ export const GcSchema = z.strictObject({
   minAgeMs: timeoutMs(3_600_000, 0),
 });
 
-/**
- * Whether a CIDR block admits every address (`0.0.0.0/0`, `::/0`: prefix length 0). Squid with
- * such an ACL is an open proxy; the file refuses it unless `allowOpenProxy: true`.
- */
-export function isOpenCidr(text: string): boolean {
-  const parsed = parseCidr(text);
-  return parsed.ok && parsed.cidr.prefixLength === 0;
-}
-
 /** The whole file. Name uniqueness is checked by {@link duplicateNameIssues}, on raw input. */
 export const ProvidersFileSchema = z
   .strictObject({
@@ -141,25 +132,25 @@ export const ProvidersFileSchema = z
       .default('egress-proxies'),
     gc: GcSchema.prefault({}),
     hostHealthIntervalMs: timeoutMs(60_000, 1000),
-    /** Allow `allowedClientCidrs` of `/0` (an open proxy). Default false: such a block is an error. */
+    /** Allow `allowedClientCidrs` that admit every address (an open proxy). Default false: such a list is an error. */
     allowOpenProxy: z.boolean().default(false),
     providers: z.array(ProviderSchema).min(1),
   })
   .superRefine((file, ctx) => {
     if (file.allowOpenProxy) return;
     file.providers.forEach((entry, i) => {
-      entry.squid.allowedClientCidrs.forEach((cidr, j) => {
-        if (!isOpenCidr(cidr)) return;
+      const cidrs = entry.squid.allowedClientCidrs;
+      for (const { index, problem } of openBlocks(cidrs)) {
         ctx.addIssue({
           code: 'custom',
-          path: ['providers', i, 'squid', 'allowedClientCidrs', j],
-          input: cidr,
-          message: `${cidr} admits every address: Squid would be an open proxy`,
+          path: ['providers', i, 'squid', 'allowedClientCidrs', index],
+          input: cidrs[index],
+          message: `${cidrs[index]} ${problem}: Squid would be an open proxy`,
           params: {
             fix: 'list the client networks that may use the proxies (e.g. 10.0.0.0/8), or set `allowOpenProxy: true` at the top of the file if an open proxy is really meant',
           },
         });
-      });
+      }
     });
   });
 
@@ -208,7 +199,7 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
     example: 'hostHealthIntervalMs: 60000',
   },
   allowOpenProxy: {
-    hint: 'true to allow allowedClientCidrs of /0 (0.0.0.0/0, ::/0), which make every proxy an open proxy',
+    hint: 'true to allow allowedClientCidrs that admit every address (0.0.0.0/0, ::/0, or blocks that together cover IPv4 or IPv6), which make every proxy an open proxy',
     example: 'allowOpenProxy: false',
   },
   'providers[].health': {

@@ -147,6 +147,24 @@ describe('HTTP API over a fake store', () => {
         'OPEN_PROXY_REFUSED',
         'squid.allowedClientCidrs[1]',
       ],
+      ...(
+        [
+          [['::ffff:0.0.0.0/96'], 0],
+          [['10.0.0.0/8', '0.0.0.0/1', '128.0.0.0/1'], 2],
+          [['8000::/1', '::/1'], 1],
+        ] as const
+      ).map(([cidrs, i]): (typeof cases)[number] => [
+        `an open proxy (${cidrs.join(' + ')})`,
+        { body: { ...good, squid: { allowedClientCidrs: cidrs } } },
+        'OPEN_PROXY_REFUSED',
+        `squid.allowedClientCidrs[${i}]`,
+      ]),
+      ...['0/0', '0.0.0.0/00', '10.0.0.1/8'].map((cidr): (typeof cases)[number] => [
+        `a block the schema's characters allow but that is not one (${cidr})`,
+        { body: { ...good, squid: { allowedClientCidrs: ['10.0.0.0/8', cidr] } } },
+        'INVALID_FIELD',
+        'squid.allowedClientCidrs[1]',
+      ]),
       ['invalid JSON', { body: '{"name": "p1",' }, 'INVALID_JSON', 'body'],
       [
         'a __proto__ key',

@@ -135,6 +135,34 @@ describe('parseProvidersYaml: no open proxy by accident', () => {
     });
   }
 
+  const openLists: [string, string, number][] = [
+    ['0.0.0.0/0', '[0.0.0.0/0]', 0],
+    ['::/0', '["::/0"]', 0],
+    ['::ffff:0.0.0.0/96 (all of IPv4, mapped)', '["::ffff:0.0.0.0/96"]', 0],
+    ['a /1 pair of IPv4', '[0.0.0.0/1, 10.0.0.0/8, 128.0.0.0/1]', 2],
+    ['a /1 pair of IPv6', '["::/1", "8000::/1"]', 0],
+    ['a /1 pair of IPv6 (upper half first)', '["8000::/1", "2001:db8::/32", "::/1"]', 2],
+  ];
+  for (const [what, list, index] of openLists) {
+    it(`refuses ${what} without allowOpenProxy, at the block that opens it`, () => {
+      const issues = issuesOf(MINIMAL.replace('[10.0.0.0/8]', list));
+      const issue = issueAt(issues, `providers[0].squid.allowedClientCidrs[${index}]`);
+      assert.match(issue.message, /admits every .*open proxy/);
+      assert.match(issue.fix, /allowOpenProxy: true/);
+      const allowed = parseProvidersYaml(`allowOpenProxy: true\n${MINIMAL.replace('[10.0.0.0/8]', list)}`, 't');
+      assert.equal(allowed.allowOpenProxy, true);
+    });
+  }
+
+  for (const bad of ['0/0', '0.0.0.0/00']) {
+    it(`refuses ${bad} as not a CIDR block, with or without allowOpenProxy`, () => {
+      for (const head of ['', 'allowOpenProxy: true\n']) {
+        const issues = issuesOf(`${head}${MINIMAL.replace('[10.0.0.0/8]', `["${bad}"]`)}`);
+        assert.match(issueAt(issues, 'providers[0].squid.allowedClientCidrs[0]').message, /not an IPv4|prefix length/);
+      }
+    });
+  }
+
   it('accepts /0 blocks when the file sets allowOpenProxy: true, and defaults it to false', () => {
     assert.equal(parseProvidersYaml(MINIMAL, 't').allowOpenProxy, false);
     const cfg = parseProvidersYaml(
