@@ -3,7 +3,6 @@
 // (state changes, image upload bytes and rate, boot, address, probes) on stderr; at the end, its
 // address, a `curl` line that uses it and the Web UI link to its run. Stdout gets one JSON line.
 import type { Client } from '@temporalio/client';
-import { loadProvidersFile } from '../lib/config/index.ts';
 import { proxyWorkflowId } from '../contracts/proxy.ts';
 import type { ProxySpec, ProxyStatus } from '../contracts/proxy.ts';
 import { canonicalSpec, proxyStatus, sameSpec, startProxy } from './proxies.ts';
@@ -17,9 +16,30 @@ export interface ProxyUpOptions {
   waitMs: number;
   /** The providers file, read for the `curl` line (the host's SSH address and the health target). */
   providersFile?: string;
+  /**
+   * Reads `providersFile` (the entry point passes lib/config's `loadProvidersFile`; client/ does
+   * not read files). Without it the `curl` line names the host and target generically.
+   */
+  loadProviders?: (file: string) => Promise<ProvidersView>;
   /** Base URL of the Temporal Web UI. */
   webUi: string;
   namespace: string;
+}
+
+/** What the `curl` line needs of the providers file (lib/config's ProvidersConfig has it). */
+export interface ProvidersView {
+  providers: readonly {
+    name: string;
+    health: { target?: string | undefined };
+    hosts: readonly {
+      name: string;
+      address: string;
+      port: number;
+      user: string;
+      keyFile?: string | undefined;
+      knownHostsFile?: string | undefined;
+    }[];
+  }[];
 }
 
 export interface ProxyUpResult {
@@ -143,8 +163,8 @@ function describeChange(
 async function curlLine(o: ProxyUpOptions, hostName: string, ip: string, port: number): Promise<string> {
   let ssh = `ssh ${hostName}`;
   let url = 'http://<target>/';
-  if (o.providersFile !== undefined) {
-    const config = await loadProvidersFile(o.providersFile);
+  if (o.providersFile !== undefined && o.loadProviders !== undefined) {
+    const config = await o.loadProviders(o.providersFile);
     const entry = config.providers.find((e) => e.name === o.entry);
     const h = entry?.hosts.find((x) => x.name === hostName);
     if (h) {

@@ -2,13 +2,18 @@
 // missing, updated to the providers file's intervals when present. Idempotent; any worker may run it.
 import { ScheduleAlreadyRunning } from '@temporalio/client';
 import type { Client, ScheduleOptions, ScheduleOptionsStartWorkflowAction } from '@temporalio/client';
-import type { ProvidersConfig } from '../lib/config/index.ts';
 import { GC_SCHEDULE_ID, GC_WORKFLOW_TYPE, HEALTH_SCHEDULE_ID, HEALTH_WORKFLOW_TYPE } from '../contracts/fleet.ts';
 import type { orphanGcWorkflow, providerHealthWorkflow } from '../workflows/index.ts';
 import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
 
+/** The intervals the schedules take from the providers file (lib/config's ProvidersConfig has them). */
+export interface FleetScheduleSettings {
+  gc: { intervalMs: number; minAgeMs: number };
+  hostHealthIntervalMs: number;
+}
+
 export function fleetSchedules(
-  config: ProvidersConfig,
+  config: FleetScheduleSettings,
   taskQueue: string,
 ): [
   ScheduleOptions<ScheduleOptionsStartWorkflowAction<typeof orphanGcWorkflow>>,
@@ -47,7 +52,7 @@ export function fleetSchedules(
 /** Creates each schedule, or brings an existing one to the same spec and action. */
 export async function ensureSchedules(
   client: Client,
-  config: ProvidersConfig,
+  config: FleetScheduleSettings,
   taskQueue: string,
   callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS,
 ): Promise<void> {
