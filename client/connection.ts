@@ -3,7 +3,7 @@
 // worker, the API, the CLI and the tests, and the one deadline helper every client call of
 // client/ runs under. This file loads no SDK code until a connection is made, so an entry point
 // can print its --help (defaults included) without loading the Temporal client.
-import type { Client } from '@temporalio/client';
+import type { Client, Connection } from '@temporalio/client';
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
 import { isTemporalUnavailable, TemporalUnavailableError } from './errors.ts';
 
@@ -54,7 +54,7 @@ export async function connectClient(
  * not answer in time, or cannot be reached, becomes a TemporalUnavailableError naming `what`.
  */
 export async function withDeadline<T>(
-  client: Pick<Client, 'withDeadline'>,
+  client: Pick<Client | Connection, 'withDeadline'>,
   what: string,
   timeoutMs: number,
   fn: () => Promise<T>,

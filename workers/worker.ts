@@ -88,6 +88,7 @@ if (listen !== undefined && (!listenMatch || Number(listenMatch[2]) > 65535)) {
 // so that --help and a mistyped option answer at once (docs/benchmarks.md, "Start-up").
 const [
   { connectClient },
+  { ensureSearchAttributes },
   { NativeConnection: WorkerConnection, Runtime, Worker },
   { createActivities },
   { HostRegistry },
@@ -101,6 +102,7 @@ const [
   { loadWorkflowBundle },
 ] = await Promise.all([
   import('../client/connection.ts'),
+  import('../client/search-attributes.ts'),
   import('@temporalio/worker'),
   import('../activities/index.ts'),
   import('../activities/hosts.ts'),
@@ -164,6 +166,9 @@ const registry = new HostRegistry(config, log.child({ component: 'ssh' }), metri
 const tracing = setupTracing(log.child({ component: 'otel' }));
 
 try {
+  // Before the worker polls: the workflows set these attributes, and the API lists by them.
+  const added = await ensureSearchAttributes(client.connection, namespace);
+  if (added.length > 0) log.info({ namespace, added }, 'search attributes registered');
   if (!values['no-schedules']) await ensureSchedules(client, config, taskQueue);
   if (metrics && listenMatch) {
     const served = await serveMetrics(

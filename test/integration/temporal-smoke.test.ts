@@ -1,12 +1,14 @@
 /**
  * The Temporal plumbing works end to end: a real worker (workflow bundle built from the `.ts`
  * sources) runs the smoke workflow on the dev server started by `scripts/temporal up`, the run is
- * visible through the visibility API, the project's search attributes are registered, and the
- * time-skipping test server installed by scripts/temporal skips a one-hour timer.
+ * visible through the visibility API, the project's search attributes are registered (by
+ * client/search-attributes.ts, which the worker and the test support call: scripts/temporal starts
+ * the server without them), and the time-skipping test server installed by scripts/temporal skips
+ * a one-hour timer.
  *
  * docker-compose.yml registers the same search attributes (checked without a server).
  *
- * Needs: `scripts/temporal up` (dev server at TEMPORAL_ADDRESS, default 127.0.0.1:7233).
+ * Needs: `scripts/temporal up` (dev server at TEMPORAL_ADDRESS, default in client/connection.ts).
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
@@ -16,6 +18,7 @@ import { Worker } from '@temporalio/worker';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import YAML from 'yaml';
 import { smokeGreet } from '../../activities/smoke.ts';
+import { ensureSearchAttributes } from '../../client/search-attributes.ts';
 import { CUSTOM_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
 import { SMOKE_WORKFLOW_TYPE } from '../../contracts/smoke.ts';
 import type { SmokeInput } from '../../contracts/smoke.ts';
@@ -46,6 +49,7 @@ void describe('Temporal dev server (scripts/temporal up)', () => {
   let client: Client;
 
   before(async () => {
+    // Registers the project's search attributes the server lacks, as the worker does at start-up.
     client = await connectClient();
   });
 
@@ -65,6 +69,16 @@ void describe('Temporal dev server (scripts/temporal up)', () => {
           `search attribute ${name} should be registered as ${kind} on ${TEMPORAL_ADDRESS}`,
         );
       }
+    },
+  );
+
+  void test(
+    'registering the search attributes again adds none and changes none',
+    { timeout: TEST_TIMEOUT_MS },
+    async () => {
+      const before = await withTimeout(customSearchAttributes(client), 10_000, 'list search attributes');
+      assert.deepEqual(await ensureSearchAttributes(client.connection, TEMPORAL_NAMESPACE), []);
+      assert.deepEqual(await customSearchAttributes(client), before);
     },
   );
 

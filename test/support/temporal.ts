@@ -7,17 +7,24 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
+import { connectClient as connectTo, temporalSettings } from '../../client/connection.ts';
+import {
+  ensureSearchAttributes,
+  INDEXED_VALUE_TYPES,
+  registeredSearchAttributes,
+} from '../../client/search-attributes.ts';
 import { createLogger, logLevelFromEnv } from '../../lib/log/logger.ts';
 import { sdkLoggerFromPino, sdkLogLevelFor } from '../../lib/log/temporal-adapter.ts';
 
 const execFileAsync = promisify(execFile);
 
-/** The dev server's frontend: `TEMPORAL_ADDRESS`, default 127.0.0.1:7233 (scripts/temporal's). */
-export const TEMPORAL_ADDRESS = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
+const settings = temporalSettings();
+/** The dev server's frontend: `TEMPORAL_ADDRESS`, default scripts/temporal's (client/connection.ts). */
+export const TEMPORAL_ADDRESS = settings.address;
 /** The namespace tests use: `TEMPORAL_NAMESPACE`, default `default`. */
-export const TEMPORAL_NAMESPACE = process.env['TEMPORAL_NAMESPACE'] || 'default';
+export const TEMPORAL_NAMESPACE = settings.namespace;
 /** The project root (two levels above this file). */
 export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** Entry of the workflow bundle, as `workers/worker.ts` uses it. */
@@ -49,17 +56,38 @@ export function installTestRuntime(): void {
   runtimeInstalled = true;
 }
 
-/** Connects a client to the dev server, failing within a few seconds with a message that says how to start it. */
+/** Namespaces (`address/namespace`) whose search attributes this process has ensured. */
+const registered = new Map<string, Promise<string[]>>();
+
+/**
+ * Connects a client to the dev server, failing within a few seconds with a message that says how
+ * to start it, and registers the project's search attributes on the namespace (once per process),
+ * as the worker does at start-up: tests that run workflows or list proxies without a worker
+ * process find them registered.
+ */
 export async function connectClient(address = TEMPORAL_ADDRESS, namespace = TEMPORAL_NAMESPACE): Promise<Client> {
-  let connection: Connection;
+  let client: Client;
   try {
-    connection = await Connection.connect({ address, connectTimeout: CONNECT_TIMEOUT_MS });
+    client = await connectTo({ address, namespace }, { connectTimeoutMs: CONNECT_TIMEOUT_MS });
   } catch (cause) {
     throw new Error(`Temporal dev server not reachable at ${address}: ${HOW_TO_START}. (${errorText(cause)})`, {
       cause,
     });
   }
-  return new Client({ connection, namespace });
+  const key = `${address}/${namespace}`;
+  let done = registered.get(key);
+  if (done === undefined) {
+    done = ensureSearchAttributes(client.connection, namespace);
+    registered.set(key, done);
+    done.catch(() => registered.delete(key));
+  }
+  try {
+    await done;
+  } catch (err) {
+    await client.connection.close();
+    throw err;
+  }
+  return client;
 }
 
 /** Connects a worker's native connection to the dev server (bounded, same message as `connectClient`). */
@@ -138,27 +166,16 @@ export async function pollUntil<T>(probe: () => Promise<T | undefined>, options:
  * Names of the server's search attribute types (`temporal.api.enums.v1.IndexedValueType`), as
  * the CLI and contracts/search-attributes.ts spell them.
  */
-export const INDEXED_VALUE_TYPE_NAMES: Readonly<Record<number, string>> = {
-  1: 'Text',
-  2: 'Keyword',
-  3: 'Int',
-  4: 'Double',
-  5: 'Bool',
-  6: 'Datetime',
-  7: 'KeywordList',
-};
+export const INDEXED_VALUE_TYPE_NAMES: Readonly<Record<number, string>> = Object.fromEntries(
+  Object.entries(INDEXED_VALUE_TYPES).map(([kind, n]) => [n, kind]),
+);
 
 /** The namespace's custom search attributes as `{ name: kind }` (kinds spelled as the CLI spells them). */
 export async function customSearchAttributes(
   client: Client,
   namespace = TEMPORAL_NAMESPACE,
 ): Promise<Record<string, string>> {
-  const response = await client.connection.operatorService.listSearchAttributes({ namespace });
-  const out: Record<string, string> = {};
-  for (const [name, type] of Object.entries(response.customAttributes ?? {})) {
-    out[name] = INDEXED_VALUE_TYPE_NAMES[type] ?? `unknown(${type})`;
-  }
-  return out;
+  return registeredSearchAttributes(client.connection, namespace);
 }
 
 function errorText(err: unknown): string {
