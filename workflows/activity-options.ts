@@ -1,13 +1,11 @@
 // Named activity option presets (docs/design.md): workflows pick one instead of spelling timeouts.
 // Errors the activities mark non-retryable (Permanent and NotFound, see activities/errors.ts)
 // are never retried whatever the preset says.
+//
+// A full pool (`InsufficientCapacity`, Transient in the error table) is not retried in place:
+// the proxy workflow turns it into WaitingForCapacity, with its own backoff and a new placement.
 import type { ActivityOptions } from '@temporalio/workflow';
-
-/**
- * A full pool (`InsufficientCapacity`, Transient in the error table) is not retried in place: the
- * proxy workflow turns it into WaitingForCapacity, with its own backoff and a new placement.
- */
-export const CAPACITY_ERROR = 'KVM2_INSUFFICIENT_CAPACITY';
+import { CODES } from '../contracts/errors.ts';
 
 /** A short, side-effect-free activity: 10 s per attempt, 5 attempts with backoff up to 10 s. */
 export const QUICK_ACTIVITY = {
@@ -28,7 +26,7 @@ export const RPC_ACTIVITY = {
     backoffCoefficient: 2,
     maximumInterval: '1 minute',
     maximumAttempts: 8,
-    nonRetryableErrorTypes: [CAPACITY_ERROR],
+    nonRetryableErrorTypes: [CODES.insufficientCapacity],
   },
 } as const satisfies ActivityOptions;
 
@@ -62,7 +60,7 @@ export const UPLOAD_ACTIVITY = {
     backoffCoefficient: 2,
     maximumInterval: '1 minute',
     maximumAttempts: 5,
-    nonRetryableErrorTypes: [CAPACITY_ERROR],
+    nonRetryableErrorTypes: [CODES.insufficientCapacity],
   },
 } as const satisfies ActivityOptions;
 

@@ -2,6 +2,7 @@
 // (our marked domains whose proxy has no open workflow and that are older than the minimum age)
 // and provider health (every host's survey, which operators and placement read).
 import { setHandler } from '@temporalio/workflow';
+import { CODES } from '../contracts/errors.ts';
 import type { GcHostResult, GcResult, ProviderHealthResult } from '../contracts/fleet.ts';
 import { gcResultQuery, healthResultQuery } from '../contracts/messages.ts';
 import { failureInfo } from './failures.ts';
@@ -30,7 +31,7 @@ export async function orphanGcWorkflow(input: { minAgeMs: number }): Promise<GcR
           r.deleted.push(d.domain);
         } catch (err) {
           const f = failureInfo(err);
-          if (f.code === 'KVM2_ADOPTION_REFUSED') r.refused.push(d.domain);
+          if (f.code === CODES.adoptionRefused) r.refused.push(d.domain);
           else throw err;
         }
       }

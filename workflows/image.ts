@@ -13,6 +13,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
+import { CODES } from '../contracts/errors.ts';
 import type { ImageResult, ImageWorkflowInput } from '../contracts/image.ts';
 import { imageJoinSignal, imageLeaveSignal, imageReadySignal, imageStatusQuery } from '../contracts/messages.ts';
 import { UPLOAD_ACTIVITY } from './activity-options.ts';
@@ -77,6 +78,6 @@ export async function ensureImageWorkflow(input: ImageWorkflowInput): Promise<Im
 
 function failed(err: unknown): ImageResult {
   if (isCancellation(err))
-    return { ok: false, kind: 'Transient', code: 'IMAGE_ABANDONED', message: 'every waiter left' };
+    return { ok: false, kind: 'Transient', code: CODES.imageAbandoned, message: 'every waiter left' };
   return { ok: false, ...failureInfo(err) };
 }

@@ -2,6 +2,7 @@
 // fail (the console's tail after a boot timeout, compensation) or delete the VM; and the
 // compensation a full pool or a failure runs in the middle of provisioning.
 import { CancellationScope } from '@temporalio/workflow';
+import { CODES } from '../../contracts/errors.ts';
 import type { ProxyOutcome, ResolvedProxy } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
@@ -36,7 +37,7 @@ export function finish(
 async function fail(run: ProxyRun, failed: ProxyFailed): Promise<ProxyOutcome> {
   run.status = { ...run.status, lastError: failedError(run.status.lastError, failed.code, failed.message, nowIso()) };
   const { resolved } = run;
-  if (failed.code === 'BOOT_TIMEOUT' && resolved !== undefined && run.status.host !== undefined) {
+  if (failed.code === CODES.bootTimeout && resolved !== undefined && run.status.host !== undefined) {
     const consoleTail = await probe
       .readConsoleTail({ proxy: resolved, host: run.status.host })
       .catch((err: unknown) => [`(the console log could not be read: ${failureInfo(err).message})`]);

@@ -9,6 +9,7 @@ import {
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
+import { CODES } from '../../contracts/errors.ts';
 import type { ProxyOutcome, ResolvedProxy, VmReading } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
@@ -48,7 +49,7 @@ export async function healthLoop(run: ProxyRun, images: ImageWaiter, proxy: Reso
     const ip = run.status.ip;
     if (ip !== undefined) run.addressedOnce = true;
     else if (!run.addressedOnce && run.startedAtMs !== undefined && Date.now() - run.startedAtMs > r.timeouts.bootMs) {
-      throw new ProxyFailed('BOOT_TIMEOUT', `no address was read within bootMs (${r.timeouts.bootMs} ms)`);
+      throw new ProxyFailed(CODES.bootTimeout, `no address was read within bootMs (${r.timeouts.bootMs} ms)`);
     }
     if (ip !== undefined && r.health.target !== undefined) {
       // A probe whose activity failed (its worker died, it timed out) is a failed probe, not a
@@ -56,7 +57,7 @@ export async function healthLoop(run: ProxyRun, images: ImageWaiter, proxy: Reso
       const outcome = await probe.probeProxy({ proxy: r, host, ip }).catch((err: unknown) => {
         if (isCancellation(err)) throw err;
         const f = failureInfo(err);
-        return { ok: false as const, code: 'PROBE_ACTIVITY_FAILED', message: `${f.code}: ${f.message}` };
+        return { ok: false as const, code: CODES.probeActivityFailed, message: `${f.code}: ${f.message}` };
       });
       run.status = applyProbe(run.status, outcome, r.health, nowIso());
     }
@@ -85,7 +86,7 @@ async function recreate(
 ): Promise<void> {
   if (run.status.recreations >= r.health.maxRecreations) {
     throw new ProxyFailed(
-      'VM_LOST',
+      CODES.vmLost,
       `the VM was ${vmState} ${run.status.recreations + 1} times; maxRecreations is ${r.health.maxRecreations}`,
     );
   }

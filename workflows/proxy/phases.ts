@@ -4,8 +4,9 @@
 import { isCancellation, patched, sleep } from '@temporalio/workflow';
 import { imageWorkflowId } from '../../contracts/image.ts';
 import type { EnsuredBase } from '../../contracts/image.ts';
+import { CODES } from '../../contracts/errors.ts';
+import { imageAttemptTimeoutMs } from '../../contracts/limits.ts';
 import type { ResolvedProxy } from '../../contracts/proxy.ts';
-import { CAPACITY_ERROR } from '../activity-options.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import { poll, rpc } from '../stubs.ts';
@@ -15,6 +16,9 @@ import { nowIso, recordError, setState } from './publish.ts';
 import { NeedCapacity, ProxyFailed } from './state.ts';
 import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
 import { markVmRunning } from './status.ts';
+
+/** How much longer than the entry's download budget a proxy waits on the image before joining again: 10 minutes. */
+const IMAGE_WAIT_MARGIN_MS = 600_000;
 
 /** Resolves the spec against the worker's providers file; a bad spec fails the proxy. */
 export async function resolve(input: ProxyWorkflowInput): Promise<ResolvedProxy> {
@@ -91,9 +95,9 @@ export async function ensureBase(
   for (let attempt = 0; attempt < 3; attempt++) {
     run.status = { ...run.status, image: { workflowId, bytes: 0, totalBytes: 0, bytesPerSecond: 0 } };
     try {
-      const attemptTimeoutMs = r.timeouts.downloadTotalMs + 60_000;
+      const attemptTimeoutMs = imageAttemptTimeoutMs(r.timeouts.downloadTotalMs);
       await images.join(workflowId, { entry: r.entry, host, key: r.imageKey, attemptTimeoutMs });
-      if (!(await images.ready([workflowId], r.timeouts.downloadTotalMs + 600_000))) continue;
+      if (!(await images.ready([workflowId], r.timeouts.downloadTotalMs + IMAGE_WAIT_MARGIN_MS))) continue;
     } finally {
       if (images.result(workflowId) !== undefined) run.status = { ...run.status, image: undefined };
     }
@@ -103,10 +107,10 @@ export async function ensureBase(
       ...run.status,
       lastError: { kind: result.kind, code: result.code, message: result.message, at: nowIso() },
     };
-    if (result.code === CAPACITY_ERROR) throw new NeedCapacity(result.message);
+    if (result.code === CODES.insufficientCapacity) throw new NeedCapacity(result.message);
     if (result.kind !== 'Transient') throw new ProxyFailed(result.code, result.message);
   }
-  throw new ProxyFailed('IMAGE_UNAVAILABLE', `the base image ${r.imageKey} was not ready after 3 attempts`);
+  throw new ProxyFailed(CODES.imageUnavailable, `the base image ${r.imageKey} was not ready after 3 attempts`);
 }
 
 /** Creates (or converges) the VM on `host` and waits until libvirt runs it. */
@@ -118,7 +122,7 @@ export async function createAndBoot(run: ProxyRun, r: ResolvedProxy, host: strin
     if (isCancellation(err)) throw err;
     recordError(run, err);
     const f = failureInfo(err);
-    if (f.code === CAPACITY_ERROR) throw new NeedCapacity(f.message);
+    if (f.code === CODES.insufficientCapacity) throw new NeedCapacity(f.message);
     throw new ProxyFailed(f.code, f.message);
   }
   const startedAtMs = Date.now();
@@ -136,7 +140,7 @@ export async function createAndBoot(run: ProxyRun, r: ResolvedProxy, host: strin
       return;
     }
     if (Date.now() >= deadline) {
-      throw new ProxyFailed('BOOT_TIMEOUT', `the VM did not run within bootMs (${r.timeouts.bootMs} ms)`);
+      throw new ProxyFailed(CODES.bootTimeout, `the VM did not run within bootMs (${r.timeouts.bootMs} ms)`);
     }
     await sleep(Math.min(2_000, r.health.intervalMs));
   }

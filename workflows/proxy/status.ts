@@ -2,6 +2,7 @@
 // the address grace (H3), the marks of boot, recreation and deletion, and the checks the update
 // handlers apply. No I/O, no workflow APIs: unit-tested on their own.
 import type { ImageProgressSignal } from '../../contracts/image.ts';
+import { MEMORY_MIB, VCPUS, inRange, rangeMessage } from '../../contracts/limits.ts';
 import type {
   Condition,
   ConditionStatus,
@@ -185,14 +186,11 @@ export function deleteProblem(state: ProxyState): string | undefined {
 /** Why a resize to `size` is refused in `state`, or undefined when it is accepted. */
 export function resizeProblem(size: VmSize, state: ProxyState): string | undefined {
   if (size.diskGiB !== undefined) return 'vm.diskGiB cannot be changed by a resize (memoryMiB and vcpus can)';
-  if (size.vcpus !== undefined && !(Number.isInteger(size.vcpus) && size.vcpus >= 1 && size.vcpus <= 64)) {
-    return `vm.vcpus must be a whole number from 1 to 64, got ${size.vcpus}`;
+  if (size.vcpus !== undefined && !inRange(size.vcpus, VCPUS)) return rangeMessage('vm.vcpus', VCPUS, size.vcpus);
+  if (size.memoryMiB !== undefined && !inRange(size.memoryMiB, MEMORY_MIB)) {
+    return rangeMessage('vm.memoryMiB', MEMORY_MIB, size.memoryMiB);
   }
-  const mem = size.memoryMiB;
-  if (mem !== undefined && !(Number.isInteger(mem) && mem >= 128 && mem <= 262_144)) {
-    return `vm.memoryMiB must be a whole number from 128 to 262144, got ${mem}`;
-  }
-  if (size.vcpus === undefined && mem === undefined) return 'give vm.vcpus, vm.memoryMiB or both';
+  if (size.vcpus === undefined && size.memoryMiB === undefined) return 'give vm.vcpus, vm.memoryMiB or both';
   if (isEnding(state)) return `the proxy is ${state}: nothing to resize`;
   return undefined;
 }
