@@ -160,6 +160,3 @@ function baseOf(e: EnsuredImage): EnsuredBase {
     cached: e.cached,
   };
 }
-
-/** The former name, until activities/index.ts imports `createImageActivities`. */
-export const imageActivities = createImageActivities;
