@@ -8,17 +8,8 @@ import type { ErrorKind } from '../lib/errors.ts';
 /** The failure type an activity gives for a Transient error that is not a project error. */
 export const UNCLASSIFIED_ERROR = 'UNCLASSIFIED';
 
-/** A proxy spec a client sent that cannot be provisioned (unknown entry or image key, bad name or size). */
-export class ProxySpecError extends ProjectError {
-  readonly code = 'PROXY_SPEC_INVALID';
-  readonly kind: ErrorKind = 'Permanent';
-  /** The input field at fault, e.g. `imageKey` or `vm.memoryMiB`. */
-  readonly field: string;
-  constructor(field: string, message: string) {
-    super(`${field}: ${message}`);
-    this.field = field;
-  }
-}
+// Thrown by lib/config lookups and by the activities; re-exported here for the activities' callers.
+export { ProxySpecError } from '../lib/config/errors.ts';
 
 /** What the failure carries in `details[0]`, for workflows to read without parsing messages. */
 export interface FailureDetails {

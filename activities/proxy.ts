@@ -3,7 +3,7 @@
 import { Context } from '@temporalio/activity';
 import { SquidSchema, VmSchema } from '../lib/config/schema.ts';
 import { openBlocks } from '../contracts/cidr.ts';
-import { formatPath } from '../lib/config/index.ts';
+import { formatPath, imageOf } from '../lib/config/index.ts';
 import {
   checkIdentifier,
   createProxy,
@@ -83,13 +83,7 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
           throw new ProxySpecError('name', err instanceof Error ? err.message : String(err));
         }
         const entry = registry.entry(spec.entry);
-        if (!Object.hasOwn(entry.images, spec.imageKey)) {
-          const known = Object.keys(entry.images).join(', ');
-          throw new ProxySpecError(
-            'imageKey',
-            `entry ${entry.name} has no image ${JSON.stringify(spec.imageKey)} (known: ${known})`,
-          );
-        }
+        imageOf(entry, spec.imageKey);
         if (spec.ownerUid !== undefined && spec.ownerUid !== registry.ownerUid) {
           throw new ProxySpecError(
             'ownerUid',

@@ -1,10 +1,11 @@
 // JSON schemas of the API's requests and responses: validation (every object closed with
 // `additionalProperties: false`, so an unknown field is a 400 that names it) and the OpenAPI
-// document at /openapi.json. The value rules mirror the providers file's (lib/rules.ts,
-// lib/config/schema.ts); test/unit/api-schemas.test.ts checks that they agree.
+// document at /openapi.json. The value rules are the providers file's, read from
+// contracts/limits.ts (identifiers, VM sizes, ports).
+import { IDENTIFIER_RE, MAX_IDENTIFIER_LENGTH, PORT, VM_LIMITS } from '../contracts/limits.ts';
 
-/** A lowercase identifier, as lib/rules.ts IDENTIFIER_RE: proxy names, entries, image keys, hosts. */
-export const IDENTIFIER_PATTERN = '^[a-z][a-z0-9-]{0,39}$';
+/** A lowercase identifier, contracts/limits.ts IDENTIFIER_RE: proxy names, entries, image keys, hosts. */
+export const IDENTIFIER_PATTERN = IDENTIFIER_RE.source;
 
 /** The proxy states of contracts/proxy.ts ProxyState. */
 export const PROXY_STATES = [
@@ -18,7 +19,17 @@ export const PROXY_STATES = [
   'Failed',
 ] as const;
 
-const identifier = { type: 'string', pattern: IDENTIFIER_PATTERN, maxLength: 40 } as const;
+/** The JSON schema of an identifier (contracts/limits.ts), for every route's fields that name one. */
+export const identifierSchema = {
+  type: 'string',
+  pattern: IDENTIFIER_PATTERN,
+  maxLength: MAX_IDENTIFIER_LENGTH,
+} as const;
+const identifier = identifierSchema;
+
+/** A whole number within one of contracts/limits.ts ranges. */
+const within = (range: { readonly min: number; readonly max: number }) =>
+  ({ type: 'integer', minimum: range.min, maximum: range.max }) as const;
 
 /** An IPv4 or IPv6 CIDR block (syntax only here; the worker checks it exactly). */
 const cidr = {
@@ -42,9 +53,9 @@ export const proxySpecSchema = {
       additionalProperties: false,
       description: "VM size; omitted fields take the entry's vm settings",
       properties: {
-        vcpus: { type: 'integer', minimum: 1, maximum: 64 },
-        memoryMiB: { type: 'integer', minimum: 128, maximum: 262144 },
-        diskGiB: { type: 'integer', minimum: 1, maximum: 4096 },
+        vcpus: within(VM_LIMITS.vcpus),
+        memoryMiB: within(VM_LIMITS.memoryMiB),
+        diskGiB: within(VM_LIMITS.diskGiB),
       },
     },
     squid: {
@@ -52,7 +63,7 @@ export const proxySpecSchema = {
       additionalProperties: false,
       description: "Squid overrides; omitted fields take the entry's squid settings",
       properties: {
-        port: { type: 'integer', minimum: 1, maximum: 65535 },
+        port: within(PORT),
         allowedClientCidrs: { type: 'array', minItems: 1, maxItems: 64, items: cidr },
       },
     },

@@ -1,6 +1,24 @@
 // Limits every layer applies (the providers file, the API's schemas, the proxy workflow's
-// validators), written once. Plain constants and pure checks; no imports, so workflows and the
-// API import it alike.
+// validators, the provider's names), written once. Plain constants and pure checks; no imports,
+// so workflows and the API import it alike.
+
+/** Longest identifier (provider entry, host, image key, proxy name), in characters. */
+export const MAX_IDENTIFIER_LENGTH = 40;
+
+/**
+ * A lowercase identifier: a letter, then lowercase letters, digits or `-`; at most
+ * {@link MAX_IDENTIFIER_LENGTH} characters. Identifiers never contain `_` or `.`, which the
+ * provider uses to join them into libvirt names.
+ */
+export const IDENTIFIER_RE = new RegExp(`^[a-z][a-z0-9-]{0,${MAX_IDENTIFIER_LENGTH - 1}}$`);
+
+/** The identifier rule in words, for error messages. */
+export const IDENTIFIER_RULE = `must be a lowercase identifier (a letter, then lowercase letters, digits or "-", at most ${MAX_IDENTIFIER_LENGTH})`;
+
+/** Whether `value` is an identifier (see {@link IDENTIFIER_RE}). */
+export function isIdentifier(value: unknown): value is string {
+  return typeof value === 'string' && IDENTIFIER_RE.test(value);
+}
 
 /** Virtual CPUs of a proxy VM: a whole number in this range. */
 export const VCPUS = { min: 1, max: 64 } as const;

@@ -1,26 +1,12 @@
 /**
  * Value rules and defaults that more than one layer applies (the providers file, the transport,
- * the provider), written once: identifiers, http(s) URLs, timer durations, and where SSH and
- * libvirt listen by default. Pure; no imports.
+ * the provider), written once: identifiers (from contracts/limits.ts), http(s) URLs, timer
+ * durations, and where SSH and libvirt listen by default. Pure.
  */
 
-/** Longest identifier (provider entry, host, image key, proxy name), in characters. */
-export const MAX_IDENTIFIER_LENGTH = 40;
-
-/**
- * A lowercase identifier: a letter, then lowercase letters, digits or `-`; at most
- * {@link MAX_IDENTIFIER_LENGTH} characters. Identifiers never contain `_` or `.`, which the
- * provider uses to join them into libvirt names.
- */
-export const IDENTIFIER_RE = new RegExp(`^[a-z][a-z0-9-]{0,${MAX_IDENTIFIER_LENGTH - 1}}$`);
-
-/** The identifier rule in words, for error messages. */
-export const IDENTIFIER_RULE = `must be a lowercase identifier (a letter, then lowercase letters, digits or "-", at most ${MAX_IDENTIFIER_LENGTH})`;
-
-/** Whether `value` is an identifier (see {@link IDENTIFIER_RE}). */
-export function isIdentifier(value: unknown): value is string {
-  return typeof value === 'string' && IDENTIFIER_RE.test(value);
-}
+// The identifier rule crosses the workflow boundary (the API's schemas check it too): it lives in
+// contracts/limits.ts and is re-exported here for lib/.
+export { IDENTIFIER_RE, IDENTIFIER_RULE, isIdentifier, MAX_IDENTIFIER_LENGTH } from '../contracts/limits.ts';
 
 /** Whether `text` is an absolute http:// or https:// URL with a host. */
 export function isHttpUrl(text: unknown): boolean {

@@ -3,6 +3,7 @@
  * `providers[1].hosts[0].keyFile`), what is wrong with it, and the fix. Class names are stable:
  * Temporal matches retry policies on them.
  */
+import { CODES } from '../../contracts/errors.ts';
 import { ProjectError } from '../errors.ts';
 import type { ErrorKind, ProjectErrorOptions } from '../errors.ts';
 
@@ -59,4 +60,19 @@ function formatConfigMessage(source: string, issues: ConfigIssue[], code: Config
       ? `cannot read configuration file ${source}`
       : `configuration file ${source} is invalid (${issues.length} problem${issues.length === 1 ? '' : 's'})`;
   return [`${head}:`, ...issues.map((i) => `  - ${formatIssue(i)}`)].join('\n');
+}
+
+/**
+ * A proxy spec (or an image warm) that does not fit the providers file: an unknown entry or image
+ * key, a bad name or size (`PROXY_SPEC_INVALID`, Permanent). The message starts with the field.
+ */
+export class ProxySpecError extends ProjectError {
+  readonly code = CODES.proxySpecInvalid;
+  readonly kind: ErrorKind = 'Permanent';
+  /** The input field at fault, e.g. `imageKey` or `vm.memoryMiB`. */
+  readonly field: string;
+  constructor(field: string, message: string) {
+    super(`${field}: ${message}`);
+    this.field = field;
+  }
 }

@@ -1,5 +1,6 @@
 /** The configuration module: the providers file schema, its loader and its error. */
-export { ConfigError, formatIssue } from './errors.ts';
+export { ConfigError, formatIssue, ProxySpecError } from './errors.ts';
+export { imageOf } from './lookup.ts';
 export type { ConfigErrorCode, ConfigIssue } from './errors.ts';
 export { loadProvidersFile, parseProvidersYaml, formatPath, MAX_PROVIDERS_FILE_BYTES } from './load.ts';
 export { coversEverything, openBlocks, parseCidr } from '../../contracts/cidr.ts';

@@ -15,14 +15,17 @@ import {
   MAX_TIMER_MS,
 } from '../rules.ts';
 import { openBlocks, parseCidr } from '../../contracts/cidr.ts';
+import { PORT, VM_LIMITS } from '../../contracts/limits.ts';
 
-/** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters (lib/rules.ts). */
+/** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters (contracts/limits.ts). */
 export { IDENTIFIER_RE };
 /** Largest timer Node accepts (setTimeout clamps longer ones to 1 ms). */
 export const MAX_TIMEOUT_MS = MAX_TIMER_MS;
 
 const identifier = () => z.string().regex(IDENTIFIER_RE, { error: IDENTIFIER_RULE });
-const port = () => z.int().min(1).max(65535);
+/** A whole number within one of contracts/limits.ts ranges. */
+const within = (range: { readonly min: number; readonly max: number }) => z.int().min(range.min).max(range.max);
+const port = () => within(PORT);
 const absolutePath = () =>
   z
     .string()
@@ -54,9 +57,9 @@ export const HostSchema = z.strictObject({
 });
 
 export const VmSchema = z.strictObject({
-  vcpus: z.int().min(1).max(64).default(1),
-  memoryMiB: z.int().min(128).max(262_144).default(512),
-  diskGiB: z.int().min(1).max(4096).default(10),
+  vcpus: within(VM_LIMITS.vcpus).default(1),
+  memoryMiB: within(VM_LIMITS.memoryMiB).default(512),
+  diskGiB: within(VM_LIMITS.diskGiB).default(10),
 });
 
 export const ImageSchema = z.strictObject({
@@ -238,7 +241,7 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
   'providers[].hosts[]': { hint: 'a host (a mapping)', example: '- name: h1' },
   'providers[].hosts[].name': { hint: 'a lowercase identifier unique within the entry', example: 'name: h1' },
   'providers[].hosts[].address': { hint: 'the host SSH address (IP or DNS name)', example: 'address: 192.0.2.10' },
-  'providers[].hosts[].port': { hint: 'the SSH port, 1-65535', example: 'port: 22' },
+  'providers[].hosts[].port': { hint: `the SSH port, ${PORT.min}-${PORT.max}`, example: 'port: 22' },
   'providers[].hosts[].user': { hint: 'the SSH user', example: 'user: root' },
   'providers[].hosts[].keyFile': {
     hint: 'the absolute path of the SSH private key on the worker',
@@ -261,9 +264,15 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
   'providers[].network': { hint: 'the libvirt network name', example: 'network: default' },
   'providers[].domainType': { hint: 'kvm (hardware) or qemu (TCG emulation)', example: 'domainType: kvm' },
   'providers[].vm': { hint: 'the VM size (a mapping)', example: 'vm: { vcpus: 1, memoryMiB: 512, diskGiB: 10 }' },
-  'providers[].vm.vcpus': { hint: 'virtual CPUs, 1-64', example: 'vcpus: 1' },
-  'providers[].vm.memoryMiB': { hint: 'memory in MiB, 128-262144', example: 'memoryMiB: 512' },
-  'providers[].vm.diskGiB': { hint: 'the overlay disk size in GiB, 1-4096', example: 'diskGiB: 10' },
+  'providers[].vm.vcpus': { hint: `virtual CPUs, ${VM_LIMITS.vcpus.min}-${VM_LIMITS.vcpus.max}`, example: 'vcpus: 1' },
+  'providers[].vm.memoryMiB': {
+    hint: `memory in MiB, ${VM_LIMITS.memoryMiB.min}-${VM_LIMITS.memoryMiB.max}`,
+    example: 'memoryMiB: 512',
+  },
+  'providers[].vm.diskGiB': {
+    hint: `the overlay disk size in GiB, ${VM_LIMITS.diskGiB.min}-${VM_LIMITS.diskGiB.max}`,
+    example: 'diskGiB: 10',
+  },
   'providers[].images': {
     hint: 'a mapping of image keys to images',
     example: 'images: { debian12: { url: "https://mirror.example/debian-12.qcow2" } }',
@@ -282,7 +291,7 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
     hint: 'the Squid settings (a mapping)',
     example: 'squid: { port: 3128, allowedClientCidrs: [10.0.0.0/8] }',
   },
-  'providers[].squid.port': { hint: 'the TCP port Squid listens on, 1-65535', example: 'port: 3128' },
+  'providers[].squid.port': { hint: `the TCP port Squid listens on, ${PORT.min}-${PORT.max}`, example: 'port: 3128' },
   'providers[].squid.allowedClientCidrs': {
     hint: 'a list of at least one IPv4/IPv6 CIDR block allowed to use the proxies',
     example: 'allowedClientCidrs: [10.0.0.0/8, "2001:db8::/32"]',
