@@ -13,6 +13,7 @@ import { LibvirtClient } from '../lib/libvirt/client.ts';
 import { dialSsh } from '../lib/ssh/dial.ts';
 import { DEFAULT_LIBVIRT_SOCKET } from '../lib/rules.ts';
 import { hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
+import { median, spread } from './lib/stats.ts';
 
 const { values } = parseArgs({
   options: { host: { type: 'string', default: '0' }, dials: { type: 'string', default: '8' } },
@@ -40,16 +41,12 @@ for (let i = 0; i < 2 * dials; i++) {
   await c.close({ timeoutMs: 1_000 });
   s.kill(new Error('done'));
 }
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 for (const [variant, r] of Object.entries(rows)) {
   const total = r.map((x) => x.dial + x.open + x.libvirt);
   const slow = r.filter((x) => x.open + x.libvirt > 30).length;
+  const t = spread(total);
   console.log(
     `${variant}: median dial ${median(r.map((x) => x.dial)).toFixed(1)} ms, open + handshake ${median(r.map((x) => x.open + x.libvirt)).toFixed(1)} ms, ` +
-      `total ${median(total).toFixed(1)} ms (${Math.min(...total).toFixed(1)}-${Math.max(...total).toFixed(1)}); open + handshake over 30 ms in ${slow} of ${r.length}`,
+      `total ${t.med.toFixed(1)} ms (${t.min.toFixed(1)}-${t.max.toFixed(1)}); open + handshake over 30 ms in ${slow} of ${r.length}`,
   );
 }

@@ -27,6 +27,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
+import { fmtRange, median, spread } from './lib/stats.ts';
 
 const { values } = parseArgs({
   options: {
@@ -39,11 +40,6 @@ const runs = Number(values.runs);
 const root = new URL('..', import.meta.url).pathname;
 const MiB = 1024 * 1024;
 const address = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 /** The code a layer's process runs (an ES module; `ROOT` is the repository). */
 const layers: [string, string][] = [
@@ -196,7 +192,7 @@ try {
     const xs = Array.from({ length: Math.max(runs, 5) }, () => timedCommand([...argv], env));
     const secs = xs.map((x) => x.secs);
     console.log(
-      `| ${label} | ${median(secs).toFixed(2)} (${Math.min(...secs).toFixed(2)}-${Math.max(...secs).toFixed(2)}) | ` +
+      `| ${label} | ${fmtRange(spread(secs), 2)} | ` +
         `${median(xs.map((x) => x.cpu)).toFixed(2)} | ${(median(xs.map((x) => x.rssKiB)) / 1024).toFixed(0)} |`,
     );
   }

@@ -22,6 +22,7 @@ import { fleetConfig, spawnWorker, writeProvidersFile } from '../test/support/fl
 import { ImageMirror } from '../test/support/mirror.ts';
 import { connectClient, pollUntil, PROJECT_ROOT, uniqueId } from '../test/support/temporal.ts';
 import { loadTestHosts } from '../test/support/testhosts.ts';
+import { median, percentile as pct } from './lib/stats.ts';
 
 const pexec = promisify(execFile);
 const { values } = parseArgs({
@@ -38,12 +39,6 @@ async function rss(pid: number): Promise<{ now: number; peak: number }> {
   return { now: kib('VmRSS') / 1024, peak: kib('VmHWM') / 1024 };
 }
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length === 0 ? NaN : s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
-const pct = (xs: number[], p: number): number =>
-  [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;
 const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined): number =>
   Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
 

@@ -8,14 +8,15 @@
  *
  * Needs `test/hosts/testhost up`. Not a test: it asserts nothing and prints a table.
  */
-import { spawnSync } from 'node:child_process';
-import { createWriteStream, rmSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { parseArgs } from 'node:util';
 import { loadTestHosts, localSocketPath } from '../test/support/testhosts.ts';
 import type { TestHost } from '../test/support/testhosts.ts';
+import { deleteVol, freshVol, inHost } from './lib/host-vols.ts';
+import { BENCH_DIR, makeRandomFile, sh } from './lib/run.ts';
+import { mbPerS, median, MiB } from './lib/stats.ts';
 
 const { values } = parseArgs({
   options: {
@@ -25,64 +26,13 @@ const { values } = parseArgs({
     host: { type: 'string', default: '0' },
   },
 });
-const MiB = 1024 * 1024;
 const sizeMiB = Number(values['size-mib']);
 const rounds = Number(values.rounds);
 const chunks = values.chunks.split(',').map(Number);
 const host: TestHost = loadTestHosts()[Number(values.host)]!;
-const here = new URL('.', import.meta.url).pathname;
+const virsh = (...args: string[]): string => sh(inHost(host, 'virsh', '-q', ...args)).stdout;
 
-function sh(argv: string[]): string {
-  const r = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', maxBuffer: 64 * MiB });
-  if (r.status !== 0) throw new Error(`${argv.join(' ')} failed: ${r.stderr}`);
-  return r.stdout;
-}
-const virsh = (...args: string[]): string =>
-  sh(['nsenter', '-t', String(host.holderPid), '-m', '-n', '--', 'virsh', '-q', ...args]);
-
-async function makeFile(): Promise<string> {
-  const path = join(tmpdir(), `ep-bench-${sizeMiB}m.bin`);
-  const out = createWriteStream(path);
-  for (let i = 0; i < sizeMiB; i++)
-    if (!out.write(randomBytes(MiB))) await new Promise<void>((r) => out.once('drain', () => r()));
-  await new Promise<void>((r) => out.end(r));
-  return path;
-}
-
-/** Writes back dirty pages first, so one run's writeback does not land on the next run's clock. */
-function settle(): void {
-  spawnSync('sync');
-}
-
-/** Deletes a volume if it is there (no error when it is not). */
-function deleteVol(name: string): void {
-  spawnSync('nsenter', [
-    '-t',
-    String(host.holderPid),
-    '-m',
-    '-n',
-    '--',
-    'virsh',
-    '-q',
-    'vol-delete',
-    '--pool',
-    host.pool,
-    name,
-  ]);
-}
-
-function freshVol(name: string): void {
-  deleteVol(name);
-  virsh('vol-create-as', host.pool, name, `${sizeMiB}M`, '--format', 'raw');
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-}
-
-const file = await makeFile();
+const file = await makeRandomFile(join(tmpdir(), `ep-bench-${sizeMiB}m.bin`), sizeMiB);
 const vol = `ep-bench-${process.pid}.raw`;
 const results: Record<string, { secs: number[]; growth: number[] }> = {};
 const record = (key: string, secs: number, growth = NaN): void => {
@@ -92,9 +42,9 @@ const record = (key: string, secs: number, growth = NaN): void => {
 /** One timed upload per variant: ours per chunk size, then virsh. */
 const variants: (() => void)[] = [
   ...chunks.map((chunk) => () => {
-    const out = sh([
+    const { stdout: out } = sh([
       process.execPath,
-      join(here, 'upload-once.ts'),
+      join(BENCH_DIR, 'upload-once.ts'),
       '--socket',
       localSocketPath(host),
       '--pool',
@@ -119,13 +69,12 @@ try {
   for (let round = 0; round < rounds; round++) {
     // Each round starts one variant later, so no variant always follows the same one.
     for (let i = 0; i < variants.length; i++) {
-      freshVol(vol);
-      settle();
+      freshVol(host, vol, sizeMiB); // and settle: one run's writeback must not land on the next run's clock
       variants[(round + i) % variants.length]!();
     }
   }
 } finally {
-  deleteVol(vol);
+  deleteVol(host, vol);
   rmSync(file, { force: true });
 }
 
@@ -143,6 +92,6 @@ for (const [key, r] of Object.entries(results)) {
   const m = median(r.secs);
   const growth = r.growth.every(Number.isNaN) ? '—' : (median(r.growth) / MiB).toFixed(1);
   console.log(
-    `| ${key} | ${m.toFixed(3)} | ${((sizeMiB * MiB) / 1e6 / m).toFixed(0)} | ${(m / virshMedian).toFixed(2)} | ${growth} |`,
+    `| ${key} | ${m.toFixed(3)} | ${mbPerS(sizeMiB * MiB, m).toFixed(0)} | ${(m / virshMedian).toFixed(2)} | ${growth} |`,
   );
 }

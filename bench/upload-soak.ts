@@ -15,6 +15,7 @@ import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import { HostLinks } from '../lib/hostlink/pool.ts';
 import { hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
+import { fmtMiB, MiB } from './lib/stats.ts';
 
 const { values } = parseArgs({
   options: {
@@ -26,7 +27,6 @@ const { values } = parseArgs({
     'stock-ssh2': { type: 'boolean', default: false },
   },
 });
-const MiB = 1024 * 1024;
 const uploads = Number(values.uploads);
 const sizeMiB = Number(values['size-mib']);
 const failAfter = Number(values['fail-after-mib']) * MiB;
@@ -52,7 +52,7 @@ await link.client.storageVolCreateXml(
   `<volume><name>${name}</name><capacity unit='bytes'>${sizeMiB * MiB}</capacity><target><format type='raw'/></target></volume>`,
 );
 const vol = await link.client.storageVolLookupByName(pool, name);
-const fmt = (b: number): string => (b / MiB).toFixed(1);
+const fmt = (b: number): string => fmtMiB(b, 1);
 const mem = (): NodeJS.MemoryUsage => process.memoryUsage();
 const idle = mem();
 let peak = idle.rss;

@@ -18,21 +18,17 @@ import { performance, PerformanceObserver } from 'node:perf_hooks';
 import { parseArgs } from 'node:util';
 import { LibvirtClient } from '../lib/libvirt/client.ts';
 import { dialSsh } from '../lib/ssh/dial.ts';
+import { DEFAULT_LIBVIRT_SOCKET } from '../lib/rules.ts';
 import type { SshSession } from '../lib/ssh/session.ts';
 import type { Duplex } from 'node:stream';
 import { sshdPidsFor } from '../test/support/host-faults.ts';
 import { connectLocalSocket, hostTarget, loadTestHosts } from '../test/support/testhosts.ts';
-import { fileChunks } from './file-chunks.ts';
-import { DEFAULT_UPLOAD_CHUNK_BYTES } from '../lib/libvirt/upload.ts';
+import { UPLOAD_OPTIONS, uploadInput } from './lib/upload-child.ts';
 
 const { values } = parseArgs({
   options: {
     host: { type: 'string', default: '0' },
-    vol: { type: 'string' },
-    file: { type: 'string' },
-    chunk: { type: 'string', default: String(DEFAULT_UPLOAD_CHUNK_BYTES) },
-    'read-bytes': { type: 'string', default: String(256 * 1024) },
-    source: { type: 'string', default: 'sync' },
+    ...UPLOAD_OPTIONS,
     'sample-ms': { type: 'string', default: '10' },
     timeline: { type: 'string' },
     'stock-ssh2': { type: 'boolean', default: false },
@@ -54,7 +50,7 @@ if (values.local) {
     ciphers: ['aes128-gcm@openssh.com'],
     stockSsh2Writes: values['stock-ssh2'],
   });
-  duplex = await session.openStreamLocal(target.socketPath);
+  duplex = await session.openStreamLocal(target.socketPath ?? DEFAULT_LIBVIRT_SOCKET);
 }
 const client = await LibvirtClient.connect(duplex, { label: 'trace' });
 // The sshd processes of this connection only (never the listener), for their CPU time and pinning.
@@ -119,18 +115,15 @@ const cpu0 = process.cpuUsage();
 const size = statSync(values.file!).size;
 let tLast = 0;
 const tOpen0 = ms();
-await client.storageVolUpload(
-  vol,
-  fileChunks(values.file!, Number(values['read-bytes']), values.source === 'async' ? 'async' : 'sync'),
-  {
-    chunkBytes: Number(values.chunk),
-    onProgress: (p) => {
-      if (bytes === 0) tFirst = ms();
-      bytes = p.bytes;
-      if (bytes === size) tLast = ms();
-    },
+const { chunks, chunkBytes } = uploadInput(values);
+await client.storageVolUpload(vol, chunks, {
+  chunkBytes,
+  onProgress: (p) => {
+    if (bytes === 0) tFirst = ms();
+    bytes = p.bytes;
+    if (bytes === size) tLast = ms();
   },
-);
+});
 const tDone = ms();
 const sshdCpuS = sshdPids.reduce((a, p) => a + cpuOfPid(p), 0) - sshdCpu0;
 clearInterval(sampler);
