@@ -1,9 +1,9 @@
 /**
- * The proxy lifecycle's pure helpers (workflows/proxy/placement.ts, status.ts): placement, probe hysteresis, the
- * H3 address grace and the capacity backoff, each at and around its bounds.
+ * The proxy lifecycle's pure helpers (workflows/proxy/placement.ts and status.ts): placement,
+ * probe hysteresis, the H3 address grace and the capacity backoff, each at and around its bounds.
  */
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, it } from 'node:test';
 import type { HostSurvey } from '../../contracts/fleet.ts';
 import type { ProbeOutcome, ProxyStatus } from '../../contracts/proxy.ts';
 import { PLACEMENT_NEED_BYTES, capacityBackoffMs, pickHost } from '../../workflows/proxy/placement.ts';
@@ -29,8 +29,8 @@ function shares(survey: HostSurvey[], n: number): Record<string, number> {
   return out;
 }
 
-void describe('pickHost', () => {
-  void test('no reachable host: the reason names each host and its error; not a capacity wait', () => {
+describe('pickHost', () => {
+  it('no reachable host: the reason names each host and its error; not a capacity wait', () => {
     const pick = pickHost(
       [host('h1', { reachable: false, error: 'SSH_CONNECT: refused' }), host('h2', { reachable: false })],
       'p',
@@ -41,7 +41,7 @@ void describe('pickHost', () => {
     assert.equal(pick.capacity, false);
   });
 
-  void test('no host with room: a capacity wait whose reason gives each pool free space', () => {
+  it('no host with room: a capacity wait whose reason gives each pool free space', () => {
     const pick = pickHost([host('h1', { poolAvailableBytes: 5 }), host('h2', { poolAvailableBytes: undefined })], 'p');
     assert.ok(pick.host === undefined);
     assert.equal(pick.capacity, true);
@@ -51,7 +51,7 @@ void describe('pickHost', () => {
     );
   });
 
-  void test('free space: exactly the need fits, one byte less does not', () => {
+  it('free space: exactly the need fits, one byte less does not', () => {
     const survey = [
       host('h1', { poolAvailableBytes: PLACEMENT_NEED_BYTES - 1 }),
       host('h2', { poolAvailableBytes: PLACEMENT_NEED_BYTES }),
@@ -60,12 +60,12 @@ void describe('pickHost', () => {
     assert.equal(pickHost([host('h1')], 'p', 200 * GiB).host, undefined, 'needBytes is honoured');
   });
 
-  void test('an unreachable host is never picked, however empty', () => {
+  it('an unreachable host is never picked, however empty', () => {
     const survey = [host('h1', { reachable: false, proxies: 0 }), host('h2', { proxies: 30 })];
     for (let i = 0; i < 50; i++) assert.equal(pickHost(survey, `p${i}`).host, 'h2');
   });
 
-  void test('load per weight: a host one proxy or more ahead of the least loaded is not picked', () => {
+  it('load per weight: a host one proxy or more ahead of the least loaded is not picked', () => {
     const survey = [host('h1', { proxies: 3 }), host('h2', { proxies: 3 }), host('h3', { proxies: 4 })];
     const s = shares(survey, 400);
     assert.equal(s['h3'], undefined);
@@ -74,14 +74,14 @@ void describe('pickHost', () => {
     assert.equal(pickHost([host('big', { weight: 4, proxies: 8 }), host('small', { proxies: 1 })], 'x').host, 'small');
   });
 
-  void test('ties spread by rendezvous in proportion to the weights', () => {
+  it('ties spread by rendezvous in proportion to the weights', () => {
     const even = shares([host('h1'), host('h2')], 2000);
     assert.ok(Math.abs((even['h1'] ?? 0) / 2000 - 0.5) < 0.05, JSON.stringify(even));
     const weighted = shares([host('big', { weight: 4, proxies: 4 }), host('small', { weight: 1, proxies: 1 })], 2000);
     assert.ok(Math.abs((weighted['big'] ?? 0) / 2000 - 0.8) < 0.05, JSON.stringify(weighted));
   });
 
-  void test('the same proxy always gets the same host, whatever the survey order', () => {
+  it('the same proxy always gets the same host, whatever the survey order', () => {
     const survey = [host('h1'), host('h2'), host('h3')];
     for (let i = 0; i < 50; i++) {
       const a = pickHost(survey, `p${i}`).host;
@@ -100,8 +100,8 @@ const OK: ProbeOutcome = { ok: true, latencyMs: 7 };
 const FAIL: ProbeOutcome = { ok: false, code: 'PROBE_REFUSED', message: 'refused' };
 const H = { healthyAfter: 2, unhealthyAfter: 3 };
 
-void describe('applyProbe (hysteresis)', () => {
-  void test('healthyAfter consecutive passes set Healthy True; one fewer does not', () => {
+describe('applyProbe (hysteresis)', () => {
+  it('healthyAfter consecutive passes set Healthy True; one fewer does not', () => {
     let st = runningStatus();
     st = applyProbe(st, OK, H, T1);
     assert.equal(st.conditions.Healthy.status, 'Unknown');
@@ -121,7 +121,7 @@ void describe('applyProbe (hysteresis)', () => {
     );
   });
 
-  void test('unhealthyAfter consecutive failures set Healthy False; a pass in between resets the count', () => {
+  it('unhealthyAfter consecutive failures set Healthy False; a pass in between resets the count', () => {
     let st = applyProbe(applyProbe(runningStatus(), OK, H, T0), OK, H, T0);
     st = applyProbe(st, FAIL, H, T1);
     st = applyProbe(st, FAIL, H, T1);
@@ -151,7 +151,7 @@ void describe('applyProbe (hysteresis)', () => {
     );
   });
 
-  void test('the input status is not changed', () => {
+  it('the input status is not changed', () => {
     const st = runningStatus();
     const copy = structuredClone(st);
     applyProbe(st, FAIL, H, T1);
@@ -160,7 +160,7 @@ void describe('applyProbe (hysteresis)', () => {
   });
 });
 
-void describe('applyAddress (H3 grace)', () => {
+describe('applyAddress (H3 grace)', () => {
   const held = (): ProxyStatus =>
     runningStatus({
       ip: '10.0.0.5',
@@ -172,7 +172,7 @@ void describe('applyAddress (H3 grace)', () => {
       health: { consecutiveOk: 5, consecutiveFailed: 0, totalOk: 5, totalFailed: 0 },
     });
 
-  void test('within gracePolls missed polls the IP and Healthy are kept; the next poll demotes', () => {
+  it('within gracePolls missed polls the IP and Healthy are kept; the next poll demotes', () => {
     const grace = 2;
     let st = held();
     let missed = 0;
@@ -199,20 +199,20 @@ void describe('applyAddress (H3 grace)', () => {
     assert.equal(st.health.consecutiveOk, 0);
   });
 
-  void test('gracePolls 0 demotes at the first missed poll', () => {
+  it('gracePolls 0 demotes at the first missed poll', () => {
     const { status } = applyAddress(held(), 0, undefined, 0, T1, 'gone');
     assert.equal(status.ip, undefined);
     assert.equal(status.conditions.Healthy.status, 'False');
   });
 
-  void test('an address read resets the count and is taken at once (also a new one)', () => {
+  it('an address read resets the count and is taken at once (also a new one)', () => {
     const r = applyAddress(held(), 2, '10.0.0.9', 2, T1, '');
     assert.equal(r.missedPolls, 0);
     assert.equal(r.status.ip, '10.0.0.9');
     assert.deepEqual(r.status.conditions.AddressAssigned, { status: 'True', reason: 'AddressRead', since: T0 });
   });
 
-  void test('without a previous IP there is nothing to hold: AddressAssigned False, Healthy untouched', () => {
+  it('without a previous IP there is nothing to hold: AddressAssigned False, Healthy untouched', () => {
     const st = runningStatus();
     const r = applyAddress(st, 0, undefined, 5, T1, 'no address yet');
     assert.equal(r.status.conditions.AddressAssigned.status, 'False');
@@ -221,14 +221,14 @@ void describe('applyAddress (H3 grace)', () => {
   });
 });
 
-void describe('setCondition and capacityBackoffMs', () => {
-  void test('since moves only when the status changes', () => {
+describe('setCondition and capacityBackoffMs', () => {
+  it('since moves only when the status changes', () => {
     const c = { status: 'True' as const, reason: 'A', since: T0 };
     assert.deepEqual(setCondition(c, 'True', 'B', T1), { status: 'True', reason: 'B', since: T0 });
     assert.deepEqual(setCondition(c, 'False', 'B', T1, 'm'), { status: 'False', reason: 'B', message: 'm', since: T1 });
   });
 
-  void test('30 s, doubling, capped at 10 minutes', () => {
+  it('30 s, doubling, capped at 10 minutes', () => {
     assert.deepEqual(
       [-1, 0, 1, 2, 3, 4, 5, 6, 100, 5000].map(capacityBackoffMs),
       [30_000, 30_000, 60_000, 120_000, 240_000, 480_000, 600_000, 600_000, 600_000, 600_000],
