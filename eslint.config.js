@@ -1,12 +1,82 @@
-// ESLint flat config. Type-aware rules for all TypeScript; workflows/ gets the determinism
-// override (no node builtins, no imports beyond @temporalio/workflow, type-only activities and
-// the plain-JSON shared types).
+// ESLint flat config. Type-aware rules for all TypeScript; import zones that enforce the direction
+// of imports between folders (the table of docs/design.md; test/unit/import-zones.test.ts
+// shows each zone failing a forbidden import); workflows/ also gets the determinism override (no
+// node builtins, no packages beyond @temporalio/workflow, activities as types only).
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 import importX from 'eslint-plugin-import-x';
 import { builtinModules } from 'node:module';
 
 const nodeBuiltins = [...builtinModules, ...builtinModules.map((m) => `node:${m}`)];
+
+/** The project's top-level source folders (what a zone names as "everything else"). */
+const FOLDERS = ['lib', 'contracts', 'activities', 'workflows', 'client', 'api', 'cli', 'runtime', 'workers', 'dev'];
+const OTHERS = ['test', 'bench', 'scripts', 'bin'];
+const except = (...keep) => [...FOLDERS, ...OTHERS].filter((f) => !keep.includes(f));
+
+/**
+ * Which folder may import which (import-x/no-restricted-paths: the imported file's resolved path
+ * against `from`). Type-only exceptions (workflows -> activities, client -> workflows) cannot be
+ * said here: those are the @typescript-eslint/no-restricted-imports blocks below.
+ */
+const ZONES = [
+  {
+    target: 'lib',
+    from: ['activities', 'workflows', 'client', 'api', 'cli', 'runtime', 'workers', 'dev', ...OTHERS],
+    message: 'lib/ is the provider and its transports: it imports only lib/, contracts/ and packages.',
+  },
+  {
+    target: 'lib/ssh',
+    from: ['lib/libvirt', 'lib/hostlink', 'lib/kvm2', 'lib/config'],
+    message: 'lib/ssh is SSH transport only: libvirt over SSH lives in lib/hostlink.',
+  },
+  {
+    target: ['lib/libvirt', 'lib/xdr'],
+    from: ['lib/ssh', 'lib/hostlink', 'lib/kvm2', 'lib/config'],
+    message: 'The libvirt client runs on any Duplex: it knows nothing of SSH, links or the provider.',
+  },
+  {
+    target: 'lib/hostlink',
+    from: ['lib/kvm2', 'lib/config'],
+    message: 'lib/hostlink is libvirt over SSH: it imports lib/ssh and lib/libvirt, not the provider.',
+  },
+  {
+    target: 'contracts',
+    from: except('contracts'),
+    message: 'contracts/ is what crosses the workflow boundary: it imports only contracts/.',
+  },
+  {
+    target: 'workflows',
+    from: except('workflows', 'contracts', 'activities'),
+    message: 'Workflows import only @temporalio/workflow, contracts/ and (as types) activities/.',
+  },
+  {
+    target: 'activities',
+    from: ['workflows', 'api', 'cli', 'workers', 'dev', ...OTHERS],
+    message:
+      'Activities import lib/, contracts/ and client/ (to signal a workflow), never workflows, the API or entry points.',
+  },
+  {
+    target: 'client',
+    from: except('client', 'contracts', 'workflows'),
+    message: 'client/ imports only contracts/ and (as types) workflows/.',
+  },
+  {
+    target: 'api',
+    from: except('api', 'contracts', 'client'),
+    message: 'The API imports only contracts/, client/ and its own files.',
+  },
+  {
+    target: '!(workers|bin)/**',
+    from: 'workers',
+    message: 'workers/ holds entry points: nothing imports them (shared code goes to runtime/, cli/ or client/).',
+  },
+  {
+    target: '!(dev|test|bench|workers)/**',
+    from: 'dev',
+    message: 'dev/ is the embedded stack for development and tests: only workers/, test/ and bench/ import it.',
+  },
+];
 
 export default tseslint.config(
   { ignores: ['node_modules/**', '.local/**', '.data/**', 'eslint.config.js'] },
@@ -30,6 +100,7 @@ export default tseslint.config(
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'separate-type-imports' }],
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       'import-x/no-cycle': ['error', { ignoreExternal: true }],
+      'import-x/no-restricted-paths': ['error', { basePath: import.meta.dirname, zones: ZONES }],
     },
   },
   {
@@ -45,10 +116,6 @@ export default tseslint.config(
               message:
                 'Workflows may import only @temporalio/workflow, workflow-local files and the plain-JSON shared types.',
             },
-            {
-              regex: '^\\.\\./(lib|workers|api)/',
-              message: 'Workflows must not import lib/, workers/ or api/ (I/O lives in activities).',
-            },
           ],
         },
       ],
@@ -62,10 +129,56 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['../activities', '../activities/*'],
+              regex: '^(\\.\\./)+activities(/|$)',
               allowTypeImports: true,
               message: 'Workflows import activities as types only (proxyActivities<typeof activities>).',
             },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['client/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(\\.\\./)+workflows(/|$)',
+              allowTypeImports: true,
+              message: 'client/ imports workflows as types only (typeof proxyWorkflow), never their code.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['contracts/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(?!@temporalio/workflow$|\\./)',
+              message: 'contracts/ imports only its own files and @temporalio/workflow (for define*).',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['api/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['@temporalio/*'], message: 'The API calls Temporal through client/, never the SDK itself.' },
           ],
         },
       ],
