@@ -1,27 +1,20 @@
 // From the project's error table (docs/errors.md) to Temporal failures: Permanent and NotFound
 // errors become non-retryable ApplicationFailures whose `type` is the error's stable code, so
-// workflows and the Web UI see the same code the logs show; Transient errors stay retryable.
+// workflows and the Web UI see the same code the logs show; Transient errors stay retryable. An
+// error that is not a project error is CODES.unclassified.
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { CODES } from '../contracts/errors.ts';
+import type { FailureDetails } from '../contracts/errors.ts';
 import { errorKind, ProjectError } from '../lib/errors.ts';
-import type { ErrorKind } from '../lib/errors.ts';
-
-/** The failure type an activity gives for a Transient error that is not a project error. */
-export const UNCLASSIFIED_ERROR = 'UNCLASSIFIED';
 
 // Thrown by lib/config lookups and by the activities; re-exported here for the activities' callers.
 export { ProxySpecError } from '../lib/config/errors.ts';
-
-/** What the failure carries in `details[0]`, for workflows to read without parsing messages. */
-export interface FailureDetails {
-  kind: ErrorKind;
-  code: string;
-}
 
 /** Maps any thrown value to an ApplicationFailure (cancellations and failures pass through). */
 export function toFailure(err: unknown): Error {
   if (err instanceof ApplicationFailure) return err;
   const kind = errorKind(err);
-  const code = err instanceof ProjectError ? err.code : UNCLASSIFIED_ERROR;
+  const code = err instanceof ProjectError ? err.code : CODES.unclassified;
   const message = err instanceof Error ? err.message : String(err);
   const details: FailureDetails = { kind, code };
   return ApplicationFailure.create({

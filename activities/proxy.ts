@@ -3,6 +3,7 @@
 import { Context } from '@temporalio/activity';
 import { SquidSchema, VmSchema } from '../lib/config/schema.ts';
 import { openBlocks } from '../contracts/cidr.ts';
+import { CODES } from '../contracts/errors.ts';
 import { formatPath, imageOf } from '../lib/config/index.ts';
 import {
   checkIdentifier,
@@ -188,7 +189,7 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
     async probeProxy(input: PlacedProxy & { ip: string }): Promise<ProbeOutcome> {
       const { proxy } = input;
       const target = proxy.health.target;
-      if (target === undefined) return { ok: false, code: 'PROBE_NO_TARGET', message: 'health.target is not set' };
+      if (target === undefined) return { ok: false, code: CODES.probeNoTarget, message: 'health.target is not set' };
       const timeoutMs = proxy.health.probeTimeoutMs;
       const ac = AbortSignal.any([signal(), AbortSignal.timeout(timeoutMs)]);
       const started = performance.now();
@@ -200,7 +201,7 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
         return { ok: true, latencyMs: Math.round(latencyMs * 1000) / 1000 };
       } catch (err) {
         if (signal().aborted) throw signal().reason;
-        const code = err instanceof ProjectError ? err.code : 'PROBE_FAILED';
+        const code = err instanceof ProjectError ? err.code : CODES.probeFailed;
         metrics?.probe.observe({ outcome: code }, (performance.now() - started) / 1000);
         return { ok: false, code, message: err instanceof Error ? err.message : String(err) };
       }

@@ -27,6 +27,10 @@ export const CODES = {
   imageAbandoned: 'IMAGE_ABANDONED',
   /** The probe activity itself failed (its worker died, it timed out): counted as a failed probe. */
   probeActivityFailed: 'PROBE_ACTIVITY_FAILED',
+  /** A probe outcome: the probe failed with an error that is not a project error. */
+  probeFailed: 'PROBE_FAILED',
+  /** A probe outcome: the entry has no health.target, so no probe is sent. */
+  probeNoTarget: 'PROBE_NO_TARGET',
   /** A host's pool is too small: the proxy waits for capacity instead of failing. */
   insufficientCapacity: 'KVM2_INSUFFICIENT_CAPACITY',
   /** The adoption guard refused a domain (no mark of ours, or another owner's). */

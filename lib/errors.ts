@@ -1,9 +1,12 @@
+import type { ErrorKind } from '../contracts/errors.ts';
+
 /**
  * The one vocabulary of failure kinds shared by every layer (libvirt client, SSH transport,
- * provider). Activities map `Permanent` to a non-retryable Temporal failure, `Transient` to a
- * retryable one, and treat `NotFound` as success for deletes.
+ * provider), defined in contracts/errors.ts where workflows read it too. Activities map
+ * `Permanent` to a non-retryable Temporal failure, `Transient` to a retryable one, and treat
+ * `NotFound` as success for deletes.
  */
-export type ErrorKind = 'Transient' | 'Permanent' | 'NotFound';
+export type { ErrorKind };
 
 /** Options every project error accepts. */
 export interface ProjectErrorOptions {

@@ -1,12 +1,13 @@
 /**
- * docs/errors.md lists every error code the library defines: each `code = '...'` in lib/ and each
- * string literal of a `...Code` union type.
+ * docs/errors.md lists every error code the library defines (each `code = '...'` in lib/ and each
+ * string literal of a `...Code` union type) and every code of contracts/errors.ts CODES.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { CODES } from '../../contracts/errors.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 
@@ -29,5 +30,13 @@ test('every error code in lib/ is documented in docs/errors.md', () => {
   }
   assert.ok(codes.size >= 20, `found only ${codes.size} codes: the scan is broken`);
   const missing = [...codes].filter((c) => !doc.includes(`\`${c}\``)).sort();
+  assert.deepEqual(missing, [], `undocumented error codes: ${missing.join(', ')}`);
+});
+
+test('every code of contracts/errors.ts CODES is documented in docs/errors.md', () => {
+  const doc = readFileSync(join(root, 'docs/errors.md'), 'utf8');
+  const codes = Object.values(CODES);
+  assert.ok(codes.length >= 10, `found only ${codes.length} codes`);
+  const missing = codes.filter((c) => !doc.includes(`| \`${c}\` |`)).sort();
   assert.deepEqual(missing, [], `undocumented error codes: ${missing.join(', ')}`);
 });
