@@ -13,7 +13,9 @@ import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@tem
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { toFailure } from '../../activities/errors.ts';
 import type { Activities } from '../../activities/index.ts';
+import { InsufficientCapacity } from '../../lib/kvm2/errors.ts';
 import type { CreatedProxy, DeletedProxy, ListedProxy, ResizedProxy } from '../../lib/kvm2/index.ts';
 import type { HostSurvey } from '../../contracts/fleet.ts';
 import {
@@ -267,6 +269,11 @@ export function failure(code: string, kind: 'Transient' | 'Permanent' | 'NotFoun
     nonRetryable: kind !== 'Transient',
     details: [{ kind, code }],
   });
+}
+
+/** The failure createProxyVm gives for a full pool: KVM2_INSUFFICIENT_CAPACITY, Transient. */
+export function capacityError(): Error {
+  return toFailure(new InsufficientCapacity('default', 2 * 1024 ** 3, 1024 ** 2));
 }
 
 // ---- the fake activities -----------------------------------------------------------------------
@@ -553,6 +560,11 @@ export async function upsertedStates(handle: WorkflowHandle): Promise<string[]> 
     if (payload?.data) out.push(JSON.parse(Buffer.from(payload.data).toString('utf8')) as string);
   }
   return out;
+}
+
+/** Consecutive duplicates removed: the states as a client watching the search attribute saw them. */
+export function distinctStates(xs: string[]): string[] {
+  return xs.filter((x, i) => i === 0 || xs[i - 1] !== x);
 }
 
 // ---- starting proxies --------------------------------------------------------------------------

@@ -4,7 +4,7 @@
  * kept, deleted and refused per host; provider health reports every entry's hosts.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import type { ListedProxy } from '../../lib/kvm2/index.ts';
 import { FLEET_RESULT_QUERY, GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
 import type { GcResult, ProviderHealthResult } from '../../contracts/fleet.ts';
@@ -45,8 +45,8 @@ function domain(host: string, name: string, createdAtMs: number): ListedProxy {
   };
 }
 
-void describe('orphan GC', () => {
-  void test('deletes only old domains without an open workflow; kept, deleted, refused per host', opts, async () => {
+describe('orphan GC', () => {
+  it('deletes only old domains without an open workflow; kept, deleted, refused per host', opts, async () => {
     const f = new Fakes(e);
     let onH1: ListedProxy[] = [];
     let onH2: ListedProxy[] = [];
@@ -118,8 +118,8 @@ void describe('orphan GC', () => {
   });
 });
 
-void describe('provider health', () => {
-  void test('surveys every entry once and reports Ready n/m with the hosts', opts, async () => {
+describe('provider health', () => {
+  it('surveys every entry once and reports Ready n/m with the hosts', opts, async () => {
     const f = new Fakes(e);
     f.hosts = () => [
       { entry: ENTRY, host: 'h1' },

@@ -5,7 +5,7 @@
  * on it, the VM deleted when something may have been created.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { CancelledFailure } from '@temporalio/common';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import { IMAGE_STATUS_QUERY, imageWorkflowId } from '../../contracts/image.ts';
@@ -70,8 +70,8 @@ async function deleteProxy(
   return { outcome, end };
 }
 
-void describe('delete during every state', () => {
-  void test('Pending (resolve in flight): the resolve is cancelled; nothing to delete', opts, async () => {
+describe('delete during every state', () => {
+  it('Pending (resolve in flight): the resolve is cancelled; nothing to delete', opts, async () => {
     const f = new Fakes(e);
     const gate = new Gate();
     let cancelled = false;
@@ -88,7 +88,7 @@ void describe('delete during every state', () => {
     });
   });
 
-  void test('WaitingForCapacity: ends Deleted at once; no create, no delete', opts, async () => {
+  it('WaitingForCapacity: ends Deleted at once; no create, no delete', opts, async () => {
     const f = new Fakes(e);
     f.survey = () => fullSurvey();
     await withProxy(e, f, async ({ handle: h }) => {
@@ -101,7 +101,7 @@ void describe('delete during every state', () => {
     });
   });
 
-  void test(
+  it(
     'Provisioning, waiting on the image: the proxy leaves the image workflow, whose upload is aborted',
     opts,
     async () => {
@@ -138,7 +138,7 @@ void describe('delete during every state', () => {
     },
   );
 
-  void test('Provisioning, create in flight: the create is cancelled, then the VM is deleted', opts, async () => {
+  it('Provisioning, create in flight: the create is cancelled, then the VM is deleted', opts, async () => {
     const f = new Fakes(e);
     const gate = new Gate();
     let createCancelled = false;
@@ -160,7 +160,7 @@ void describe('delete during every state', () => {
     });
   });
 
-  void test('Booting: the VM is deleted', opts, async () => {
+  it('Booting: the VM is deleted', opts, async () => {
     const f = new Fakes(e);
     f.read = () => ({ state: 'Provisioning' });
     await withProxy(e, f, async ({ handle: h }) => {
@@ -173,7 +173,7 @@ void describe('delete during every state', () => {
     });
   });
 
-  void test('Running: the VM is deleted', opts, async () => {
+  it('Running: the VM is deleted', opts, async () => {
     const f = new Fakes(e);
     await withProxy(e, f, async ({ handle: h }) => {
       await idle(h, 'the health loop');
@@ -187,38 +187,32 @@ void describe('delete during every state', () => {
   });
 });
 
-void describe('workflow cancellation', () => {
-  void test(
-    'cancel mid-image-wait: ends Cancelled; the image workflow is left and its upload aborted',
-    opts,
-    async () => {
-      const f = new Fakes(e);
-      const gate = new Gate();
-      let uploadCancelled = false;
-      f.ensureBase = async () => {
-        await held(gate, () => (uploadCancelled = true));
-        throw new Error('unreachable: the gate never opens');
-      };
-      await withProxy(e, f, async ({ handle: h, imageKey }) => {
-        await statusWhen(h, (s) => s.state === 'Provisioning' && f.count('ensureBaseImage') === 1, 'image wait');
-        await h.cancel();
-        const err = await failureOf(h.result());
-        assert.ok(err.cause instanceof CancelledFailure, `ended with ${String(err.cause)}`);
-        assert.equal((await h.describe()).status.name, 'CANCELLED');
-        const image = e.env.client.workflow.getHandle<typeof ensureImageWorkflow>(
-          imageWorkflowId('h2', ENTRY, imageKey),
-        );
-        const result: ImageResult = await image.result();
-        assert.equal(result.ok, false);
-        assert.equal(!result.ok && result.code, 'IMAGE_ABANDONED');
-        await seen(() => uploadCancelled, 'the upload activity to see its cancellation');
-        assert.equal(f.count('deleteProxyVm'), 0, 'nothing was created');
-        assert.equal((await status(h)).state, 'Deleted');
-      });
-    },
-  );
+describe('workflow cancellation', () => {
+  it('cancel mid-image-wait: ends Cancelled; the image workflow is left and its upload aborted', opts, async () => {
+    const f = new Fakes(e);
+    const gate = new Gate();
+    let uploadCancelled = false;
+    f.ensureBase = async () => {
+      await held(gate, () => (uploadCancelled = true));
+      throw new Error('unreachable: the gate never opens');
+    };
+    await withProxy(e, f, async ({ handle: h, imageKey }) => {
+      await statusWhen(h, (s) => s.state === 'Provisioning' && f.count('ensureBaseImage') === 1, 'image wait');
+      await h.cancel();
+      const err = await failureOf(h.result());
+      assert.ok(err.cause instanceof CancelledFailure, `ended with ${String(err.cause)}`);
+      assert.equal((await h.describe()).status.name, 'CANCELLED');
+      const image = e.env.client.workflow.getHandle<typeof ensureImageWorkflow>(imageWorkflowId('h2', ENTRY, imageKey));
+      const result: ImageResult = await image.result();
+      assert.equal(result.ok, false);
+      assert.equal(!result.ok && result.code, 'IMAGE_ABANDONED');
+      await seen(() => uploadCancelled, 'the upload activity to see its cancellation');
+      assert.equal(f.count('deleteProxyVm'), 0, 'nothing was created');
+      assert.equal((await status(h)).state, 'Deleted');
+    });
+  });
 
-  void test('cancel while Running: ends Cancelled after deleting the VM', opts, async () => {
+  it('cancel while Running: ends Cancelled after deleting the VM', opts, async () => {
     const f = new Fakes(e);
     await withProxy(e, f, async ({ handle: h }) => {
       await idle(h, 'the health loop');

@@ -4,7 +4,7 @@
  * sides of its bound, continue-as-new carrying everything, and a probe activity that fails.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import type { proxyLifecycle } from '../../workflows/proxy/index.ts';
@@ -56,89 +56,85 @@ async function running(f: Fakes, tq: string, started: WorkflowHandle[], extra = 
   return p;
 }
 
-void describe('proxy health loop', () => {
-  void test(
-    'hysteresis: healthyAfter=2, unhealthyAfter=3; counters and the Healthy condition follow',
-    opts,
-    async () => {
-      const f = new Fakes(e);
-      let outcome: ProbeOutcome = OK;
-      f.probe = () => outcome;
-      const started: WorkflowHandle[] = [];
-      await withWorker(
-        e,
-        f.activities(),
-        async (tq) => {
-          const { handle: h } = await running(f, tq, started);
-          let s = await status(h);
-          assert.equal(s.health.consecutiveOk, 1);
-          assert.equal(s.conditions.Healthy.status, 'Unknown', 'ok ×1: not yet healthy');
+describe('proxy health loop', () => {
+  it('hysteresis: healthyAfter=2, unhealthyAfter=3; counters and the Healthy condition follow', opts, async () => {
+    const f = new Fakes(e);
+    let outcome: ProbeOutcome = OK;
+    f.probe = () => outcome;
+    const started: WorkflowHandle[] = [];
+    await withWorker(
+      e,
+      f.activities(),
+      async (tq) => {
+        const { handle: h } = await running(f, tq, started);
+        let s = await status(h);
+        assert.equal(s.health.consecutiveOk, 1);
+        assert.equal(s.conditions.Healthy.status, 'Unknown', 'ok ×1: not yet healthy');
 
-          s = await step(e, h, 'probe ok #2');
-          assert.equal(s.conditions.Healthy.status, 'True', 'ok ×2: healthy');
-          assert.equal(s.conditions.Healthy.reason, 'ProbePassed');
-          assert.deepEqual(
-            { ...s.health, lastProbeAt: undefined },
-            {
-              consecutiveOk: 2,
-              consecutiveFailed: 0,
-              totalOk: 2,
-              totalFailed: 0,
-              lastLatencyMs: 12,
-              lastProbeAt: undefined,
-            },
-          );
-          assert.equal((await searchAttributes(h))['ProxyHealthy'], true);
-          const healthySince = s.conditions.Healthy.since;
+        s = await step(e, h, 'probe ok #2');
+        assert.equal(s.conditions.Healthy.status, 'True', 'ok ×2: healthy');
+        assert.equal(s.conditions.Healthy.reason, 'ProbePassed');
+        assert.deepEqual(
+          { ...s.health, lastProbeAt: undefined },
+          {
+            consecutiveOk: 2,
+            consecutiveFailed: 0,
+            totalOk: 2,
+            totalFailed: 0,
+            lastLatencyMs: 12,
+            lastProbeAt: undefined,
+          },
+        );
+        assert.equal((await searchAttributes(h))['ProxyHealthy'], true);
+        const healthySince = s.conditions.Healthy.since;
 
-          outcome = REFUSED;
-          s = await step(e, h, 'probe fail #1');
-          assert.equal(s.conditions.Healthy.status, 'True', 'fail ×1: still healthy');
-          assert.equal(s.health.consecutiveFailed, 1);
-          assert.equal(s.health.consecutiveOk, 0);
-          s = await step(e, h, 'probe fail #2');
-          assert.equal(s.conditions.Healthy.status, 'True', 'fail ×2: still healthy');
-          assert.equal(s.conditions.Healthy.since, healthySince, 'since moves only when the status changes');
-          assert.equal(s.health.consecutiveFailed, 2);
-          assert.equal((await searchAttributes(h))['ProxyHealthy'], true);
+        outcome = REFUSED;
+        s = await step(e, h, 'probe fail #1');
+        assert.equal(s.conditions.Healthy.status, 'True', 'fail ×1: still healthy');
+        assert.equal(s.health.consecutiveFailed, 1);
+        assert.equal(s.health.consecutiveOk, 0);
+        s = await step(e, h, 'probe fail #2');
+        assert.equal(s.conditions.Healthy.status, 'True', 'fail ×2: still healthy');
+        assert.equal(s.conditions.Healthy.since, healthySince, 'since moves only when the status changes');
+        assert.equal(s.health.consecutiveFailed, 2);
+        assert.equal((await searchAttributes(h))['ProxyHealthy'], true);
 
-          s = await step(e, h, 'probe fail #3');
-          assert.equal(s.conditions.Healthy.status, 'False', 'fail ×3: unhealthy');
-          assert.equal(s.conditions.Healthy.reason, 'ProbeFailed');
-          assert.equal(s.conditions.Healthy.message, 'PROBE_REFUSED: squid refused the CONNECT');
-          assert.notEqual(s.conditions.Healthy.since, healthySince);
-          assert.deepEqual(
-            {
-              consecutiveOk: s.health.consecutiveOk,
-              consecutiveFailed: s.health.consecutiveFailed,
-              totalOk: s.health.totalOk,
-              totalFailed: s.health.totalFailed,
-              lastError: s.health.lastError,
-            },
-            {
-              consecutiveOk: 0,
-              consecutiveFailed: 3,
-              totalOk: 2,
-              totalFailed: 3,
-              lastError: 'PROBE_REFUSED: squid refused the CONNECT',
-            },
-          );
-          assert.equal((await searchAttributes(h))['ProxyHealthy'], false);
-          assert.equal(s.state, 'Running', 'an unhealthy proxy stays Running');
+        s = await step(e, h, 'probe fail #3');
+        assert.equal(s.conditions.Healthy.status, 'False', 'fail ×3: unhealthy');
+        assert.equal(s.conditions.Healthy.reason, 'ProbeFailed');
+        assert.equal(s.conditions.Healthy.message, 'PROBE_REFUSED: squid refused the CONNECT');
+        assert.notEqual(s.conditions.Healthy.since, healthySince);
+        assert.deepEqual(
+          {
+            consecutiveOk: s.health.consecutiveOk,
+            consecutiveFailed: s.health.consecutiveFailed,
+            totalOk: s.health.totalOk,
+            totalFailed: s.health.totalFailed,
+            lastError: s.health.lastError,
+          },
+          {
+            consecutiveOk: 0,
+            consecutiveFailed: 3,
+            totalOk: 2,
+            totalFailed: 3,
+            lastError: 'PROBE_REFUSED: squid refused the CONNECT',
+          },
+        );
+        assert.equal((await searchAttributes(h))['ProxyHealthy'], false);
+        assert.equal(s.state, 'Running', 'an unhealthy proxy stays Running');
 
-          outcome = OK;
-          s = await step(e, h, 'probe ok after failures #1');
-          assert.equal(s.conditions.Healthy.status, 'False', 'one pass does not make it healthy again');
-          s = await step(e, h, 'probe ok after failures #2');
-          assert.equal(s.conditions.Healthy.status, 'True');
-          assert.equal(f.count('probeProxy'), 7);
-        },
-        started,
-      );
-    },
-  );
+        outcome = OK;
+        s = await step(e, h, 'probe ok after failures #1');
+        assert.equal(s.conditions.Healthy.status, 'False', 'one pass does not make it healthy again');
+        s = await step(e, h, 'probe ok after failures #2');
+        assert.equal(s.conditions.Healthy.status, 'True');
+        assert.equal(f.count('probeProxy'), 7);
+      },
+      started,
+    );
+  });
 
-  void test('H3 grace: addressGracePolls=2 missed polls keep the IP and Healthy; one more demotes', opts, async () => {
+  it('H3 grace: addressGracePolls=2 missed polls keep the IP and Healthy; one more demotes', opts, async () => {
     const f = new Fakes(e);
     let reading: VmReading | 'error' = RUNNING;
     f.read = () => {
@@ -198,7 +194,7 @@ void describe('proxy health loop', () => {
     );
   });
 
-  void test('continue-as-new after 3 polls: the next run starts with the same status; nothing lost', opts, async () => {
+  it('continue-as-new after 3 polls: the next run starts with the same status; nothing lost', opts, async () => {
     const f = new Fakes(e);
     const resumeGate = new Gate();
     const readings: VmReading[] = [RUNNING, RUNNING, RUNNING, NO_ADDRESS]; // boot, poll 1, 2, 3
@@ -267,7 +263,7 @@ void describe('proxy health loop', () => {
     );
   });
 
-  void test(
+  it(
     'a probe activity that fails (timeout, worker restart) is a failed probe; the proxy stays Running',
     opts,
     async () => {

@@ -1,0 +1,159 @@
+/**
+ * Waiting for capacity on the time-skipping test server with fake activities: no pool with room
+ * (WaitingForCapacity, a durable backoff, leaving the wait by itself), and a create that meets a
+ * full pool (compensation, a new placement, one attempt only).
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { PlacedProxy } from '../../activities/proxy.ts';
+import type { ProxyStatus } from '../../contracts/proxy.ts';
+import {
+  capacityError,
+  created,
+  distinctStates,
+  Fakes,
+  fullSurvey,
+  idle,
+  roomySurvey,
+  searchAttributes,
+  skipUntil,
+  startEnv,
+  status,
+  statusWhen,
+  TEST_TIMEOUT_MS,
+  upsertedStates,
+  withProxy,
+} from '../support/workflow-harness.ts';
+import type { Env } from '../support/workflow-harness.ts';
+
+let e: Env;
+before(async () => {
+  e = await startEnv();
+});
+after(async () => {
+  await e?.close();
+});
+
+const opts = { timeout: TEST_TIMEOUT_MS };
+const waitingForCapacity = (s: ProxyStatus): boolean => s.state === 'WaitingForCapacity';
+
+describe('proxy capacity wait', () => {
+  it(
+    'capacity wait and its exit: no pool space → WaitingForCapacity; space appears → Running by itself',
+    opts,
+    async () => {
+      const f = new Fakes(e);
+      f.survey = (_, n) => (n < 2 ? fullSurvey() : roomySurvey());
+      await withProxy(e, f, async ({ handle: h }) => {
+        const waiting = await statusWhen(h, (s) => s.state === 'WaitingForCapacity', 'WaitingForCapacity');
+        assert.match(waiting.reason ?? '', /no host has \d+ bytes free in its pool/);
+        assert.match(waiting.reason ?? '', /h1: 10485760 bytes free; h2: 20971520 bytes free/);
+        assert.equal(waiting.host, undefined);
+        assert.equal((await searchAttributes(h))['ProxyState'], 'WaitingForCapacity');
+        assert.equal(f.count('createProxyVm'), 0);
+
+        // Nothing but time: the durable timer re-checks (30 s, then 60 s) and leaves the wait itself.
+        await idle(h, 'the first backoff timer', waitingForCapacity);
+        await e.env.sleep(30_000);
+        await pollUntilCount(f, 'surveyHosts', 2);
+        await idle(h, 'the second backoff timer', waitingForCapacity);
+        assert.equal((await status(h)).state, 'WaitingForCapacity');
+        await e.env.sleep(60_000);
+        const running = await statusWhen(h, (s) => s.state === 'Running', 'Running after space appeared');
+        assert.equal(running.host, 'h2');
+        assert.equal(running.reason, undefined);
+        const [s0, s1, s2] = f.calls.filter((c) => c.activity === 'surveyHosts');
+        assert.equal(f.count('surveyHosts'), 3);
+        assert.ok(s1!.scheduledMs - s0!.scheduledMs >= 30_000, 'first backoff is 30 s of workflow time');
+        assert.ok(s1!.scheduledMs - s0!.scheduledMs < 60_000);
+        assert.ok(s2!.scheduledMs - s1!.scheduledMs >= 60_000, 'second backoff doubles to 60 s');
+        assert.deepEqual(distinctStates(await upsertedStates(h)).slice(0, 5), [
+          'Pending',
+          'WaitingForCapacity',
+          'Provisioning',
+          'Booting',
+          'Running',
+        ]);
+      });
+    },
+  );
+
+  it(
+    'create fails with KVM2_INSUFFICIENT_CAPACITY → compensation → WaitingForCapacity → later Running',
+    opts,
+    async () => {
+      const f = new Fakes(e);
+      let poolFull = true;
+      f.create = (input) => {
+        if (poolFull) throw capacityError();
+        return created(input);
+      };
+      await withProxy(e, f, async ({ handle: h }) => {
+        // The activity preset may retry the Transient capacity error first: skip that time.
+        const waiting = await skipUntil(
+          e,
+          async () => {
+            const s = await status(h);
+            return s.state === 'WaitingForCapacity' ? s : undefined;
+          },
+          'WaitingForCapacity after the failed create',
+          5_000,
+        );
+        assert.match(waiting.reason ?? '', /has 1048576 bytes available; 2147483648 are needed/);
+        assert.equal(waiting.host, undefined, 'the host is released for a new placement');
+        assert.equal(waiting.lastError?.code, 'KVM2_INSUFFICIENT_CAPACITY');
+        assert.equal(waiting.lastError?.kind, 'Transient');
+        const deletes = f.of<PlacedProxy>('deleteProxyVm');
+        assert.equal(deletes.length, 1, 'the failed create was compensated');
+        assert.equal(deletes[0]!.host, 'h2');
+        const seq = f.sequence();
+        assert.ok(seq.lastIndexOf('createProxyVm') < seq.indexOf('deleteProxyVm'));
+
+        poolFull = false;
+        await idle(h, 'the capacity backoff timer', waitingForCapacity);
+        await e.env.sleep(30_000);
+        const running = await statusWhen(h, (s) => s.state === 'Running', 'Running after the wait');
+        assert.equal(running.host, 'h2');
+        assert.equal(f.count('surveyHosts'), 2, 'placed again after the wait');
+        assert.equal(f.count('deleteProxyVm'), 1);
+        assert.deepEqual(
+          f.of<PlacedProxy>('createProxyVm').map((c) => c.host),
+          f.of<PlacedProxy>('createProxyVm').map(() => 'h2'),
+        );
+      });
+    },
+  );
+
+  it('a capacity failure of createProxyVm is not retried: the wait starts after one attempt', opts, async () => {
+    const f = new Fakes(e);
+    f.create = () => {
+      throw capacityError();
+    };
+    await withProxy(e, f, async ({ handle: h }) => {
+      await skipUntil(
+        e,
+        async () => ((await status(h)).state === 'WaitingForCapacity' ? true : undefined),
+        'WaitingForCapacity',
+        5_000,
+      );
+      const first = f.calls.find((c) => c.activity === 'deleteProxyVm');
+      const attempts = f.calls.filter(
+        (c) => c.activity === 'createProxyVm' && (!first || c.scheduledMs <= first.scheduledMs),
+      );
+      assert.equal(
+        attempts.length,
+        1,
+        `createProxyVm was attempted ${attempts.length} times (attempts ${attempts.map((c) => c.attempt).join(',')}) ` +
+          'before the proxy showed WaitingForCapacity; the state said Provisioning meanwhile',
+      );
+    });
+  });
+});
+
+async function pollUntilCount(f: Fakes, activity: string, n: number): Promise<void> {
+  const deadline = Date.now() + 15_000;
+  while (f.count(activity) < n) {
+    if (Date.now() > deadline) throw new Error(`${activity} was not called ${n} times`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}

@@ -1,0 +1,152 @@
+/**
+ * Creating a proxy on the time-skipping test server with fake activities: resolve, placement,
+ * the image (joined, or a base already in the pool), create and boot, the health loop's first
+ * polls, and a delete at the end.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import type { PlacedProxy } from '../../activities/proxy.ts';
+import { imageWorkflowId } from '../../contracts/image.ts';
+import type { ImageResult } from '../../contracts/image.ts';
+import type { ProxyOutcome, VmReading } from '../../contracts/proxy.ts';
+import type { ensureImageWorkflow } from '../../workflows/image.ts';
+import {
+  BASE,
+  conditionsOf,
+  distinctStates,
+  ENTRY,
+  Fakes,
+  Gate,
+  held,
+  idle,
+  searchAttributes,
+  startEnv,
+  status,
+  statusWhen,
+  step,
+  TEST_TIMEOUT_MS,
+  upsertedStates,
+  withProxy,
+} from '../support/workflow-harness.ts';
+import type { Env } from '../support/workflow-harness.ts';
+
+let e: Env;
+before(async () => {
+  e = await startEnv();
+});
+after(async () => {
+  await e?.close();
+});
+
+const opts = { timeout: TEST_TIMEOUT_MS };
+const RUNNING: VmReading = { state: 'Running', ip: '10.0.0.5', source: 'lease' };
+
+describe('proxy create', () => {
+  it('happy path: resolve → survey → image → create → Booting → Running; delete → Deleted', opts, async () => {
+    const f = new Fakes(e);
+    const imageGate = new Gate();
+    const bootGate = new Gate();
+    f.ensureBase = async () => {
+      await held(imageGate);
+      return BASE;
+    };
+    f.read = async (_, n) => {
+      if (n === 0) await held(bootGate);
+      return RUNNING;
+    };
+    await withProxy(e, f, async ({ handle: h, name, imageKey }) => {
+      const imageId = imageWorkflowId('h2', ENTRY, imageKey);
+
+      // Provisioning on h2 (h1 is loaded), waiting on the image; progress shows.
+      await statusWhen(h, (s) => s.state === 'Provisioning' && f.count('ensureBaseImage') === 1, 'Provisioning');
+      await f.progress(imageId, 512, 1024);
+      const prov = await statusWhen(h, (s) => s.image?.bytes === 512, 'image progress in the status');
+      assert.equal(prov.host, 'h2');
+      assert.deepEqual(prov.image, { workflowId: imageId, bytes: 512, totalBytes: 1024, bytesPerSecond: 1000 });
+      assert.deepEqual((await searchAttributes(h))['ProxyState'], 'Provisioning');
+      imageGate.open();
+
+      const booting = await statusWhen(h, (s) => s.state === 'Booting', 'Booting');
+      assert.equal(booting.image, undefined, 'image progress is cleared once the image is ready');
+      assert.equal(booting.conditions.VmRunning.status, 'Unknown');
+      bootGate.open();
+
+      await statusWhen(h, (s) => s.state === 'Running', 'Running');
+      await idle(h, 'first health poll');
+      let s = await status(h);
+      assert.equal(s.host, 'h2');
+      assert.equal(s.ip, '10.0.0.5');
+      assert.equal(s.conditions.VmRunning.status, 'True');
+      assert.equal(s.conditions.AddressAssigned.status, 'True');
+      assert.equal(s.health.consecutiveOk, 1);
+      assert.equal(s.conditions.Healthy.status, 'Unknown', 'one passing probe of healthyAfter=2');
+      assert.ok(s.runningSince);
+      assert.deepEqual(await searchAttributes(h), {
+        ProxyState: 'Running',
+        ProxyHost: 'h2',
+        ProviderEntry: ENTRY,
+        ProxyHealthy: false,
+      });
+      s = await step(e, h, 'second health poll');
+      assert.equal(s.conditions.Healthy.status, 'True');
+      assert.equal((await searchAttributes(h))['ProxyHealthy'], true);
+
+      const accepted = await h.executeUpdate<{ accepted: true; fromState: string }, []>('delete');
+      assert.deepEqual(accepted, { accepted: true, fromState: 'Running' });
+      const outcome: ProxyOutcome = await h.result();
+      assert.equal(outcome.state, 'Deleted');
+      assert.equal(outcome.host, 'h2');
+      assert.deepEqual(outcome.deleted, { domain: 'deleted', overlay: 'deleted', seed: 'deleted' });
+
+      const deletes = f.of<PlacedProxy>('deleteProxyVm');
+      assert.equal(deletes.length, 1);
+      assert.equal(deletes[0]!.host, 'h2');
+      assert.equal(deletes[0]!.proxy.name, name);
+      const creates = f.of<PlacedProxy & { base: unknown }>('createProxyVm');
+      assert.equal(creates.length, 1);
+      assert.equal(creates[0]!.host, 'h2');
+      assert.deepEqual(creates[0]!.base, BASE);
+      assert.deepEqual(distinctStates(f.sequence()).slice(0, 7), [
+        'resolveProxy',
+        'surveyHosts',
+        'findBaseImage',
+        'joinImage',
+        'ensureBaseImage',
+        'createProxyVm',
+        'readProxyVm',
+      ]);
+      assert.equal(f.sequence().at(-1), 'deleteProxyVm');
+
+      const end = await status(h);
+      assert.equal(end.state, 'Deleted');
+      assert.equal(end.ip, undefined);
+      assert.ok(end.deletedAt);
+      for (const c of conditionsOf(end)) assert.equal(c.status, 'False');
+      assert.deepEqual(distinctStates(await upsertedStates(h)), [
+        'Pending',
+        'Provisioning',
+        'Booting',
+        'Running',
+        'Deleting',
+        'Deleted',
+      ]);
+      assert.equal((await searchAttributes(h))['ProxyState'], 'Deleted');
+      const image = e.env.client.workflow.getHandle<typeof ensureImageWorkflow>(imageId);
+      const imageResult: ImageResult = await image.result();
+      assert.equal(imageResult.ok, true);
+    });
+  });
+
+  it('a base already in the pool: used at once, no image workflow joined', opts, async () => {
+    const f = new Fakes(e);
+    f.findBase = () => ({ ...BASE, cached: true });
+    await withProxy(e, f, async ({ handle: h }) => {
+      await idle(h, 'the health loop');
+      assert.equal(f.count('joinImage'), 0);
+      assert.equal(f.count('ensureBaseImage'), 0);
+      const creates = f.of<PlacedProxy & { base: unknown }>('createProxyVm');
+      assert.deepEqual(creates[0]?.base, { ...BASE, cached: true });
+      assert.deepEqual(f.of('findBaseImage')[0], { entry: ENTRY, host: 'h2', key: (await status(h)).imageKey });
+    });
+  });
+});
