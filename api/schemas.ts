@@ -25,19 +25,19 @@ export const identifierSchema = {
   pattern: IDENTIFIER_PATTERN,
   maxLength: MAX_IDENTIFIER_LENGTH,
 } as const;
-const identifier = identifierSchema;
 
 /** A whole number within one of contracts/limits.ts ranges. */
 const within = (range: { readonly min: number; readonly max: number }) =>
   ({ type: 'integer', minimum: range.min, maximum: range.max }) as const;
 
-/** An IPv4 or IPv6 CIDR block (syntax only here; the worker checks it exactly). */
+/** An IPv4 or IPv6 CIDR block (its characters only here; routes-proxies.ts parses it with contracts/cidr.ts). */
 const cidr = {
   type: 'string',
   minLength: 3,
   maxLength: 50,
   pattern: '^[0-9A-Fa-f:.]+/[0-9]{1,3}$',
-  description: 'an IPv4 or IPv6 CIDR block with host bits clear; /0 (an open proxy) is refused',
+  description:
+    'an IPv4 or IPv6 CIDR block with host bits clear; blocks that admit every address (an open proxy: 0.0.0.0/0, ::/0, ::ffff:0.0.0.0/96, 0.0.0.0/1 with 128.0.0.0/1) are refused',
 } as const;
 
 export const proxySpecSchema = {
@@ -45,9 +45,9 @@ export const proxySpecSchema = {
   additionalProperties: false,
   required: ['name', 'entry', 'imageKey'],
   properties: {
-    name: { ...identifier, description: 'proxy name, unique within the entry (also the guest hostname)' },
-    entry: { ...identifier, description: 'provider entry of the providers file' },
-    imageKey: { ...identifier, description: "image key within the entry's images" },
+    name: { ...identifierSchema, description: 'proxy name, unique within the entry (also the guest hostname)' },
+    entry: { ...identifierSchema, description: 'provider entry of the providers file' },
+    imageKey: { ...identifierSchema, description: "image key within the entry's images" },
     vm: {
       type: 'object',
       additionalProperties: false,
@@ -112,7 +112,7 @@ const pathParams = {
   type: 'object',
   additionalProperties: false,
   required: ['entry', 'name'],
-  properties: { entry: identifier, name: identifier },
+  properties: { entry: identifierSchema, name: identifierSchema },
 } as const;
 
 export const listQuerySchema = {
@@ -121,8 +121,8 @@ export const listQuerySchema = {
   properties: {
     state: { type: 'string', enum: PROXY_STATES },
     healthy: { type: 'boolean' },
-    entry: identifier,
-    host: identifier,
+    entry: identifierSchema,
+    host: identifierSchema,
     all: { type: 'boolean', description: 'include closed workflows (Deleted, Failed) when no state is given' },
     pageSize: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
     pageToken: { type: 'string', maxLength: 4096, pattern: '^[A-Za-z0-9_-]+$' },
@@ -141,7 +141,7 @@ export const deleteQuerySchema = {
 export const discoveryQuerySchema = {
   type: 'object',
   additionalProperties: false,
-  properties: { entry: identifier },
+  properties: { entry: identifierSchema },
 } as const;
 
 export const getQuerySchema = { type: 'object', additionalProperties: false, properties: {} } as const;
