@@ -7,6 +7,7 @@
  * tests give the proxy an hour-long health interval, so a Running proxy does nothing until a test
  * skips time with `env.sleep`: each `step` is exactly one health poll.
  */
+import { after, before } from 'node:test';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { WorkflowFailedError } from '@temporalio/client';
 import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
@@ -90,14 +91,24 @@ type HistoryEvent = NonNullable<Awaited<ReturnType<WorkflowHandle['fetchHistory'
  * `env.sleep` runs at wall speed; a fresh server per test (about a second) rules that out.
  */
 export class Env {
-  readonly bundle: WorkflowBundleWithSourceMap;
+  private loaded: WorkflowBundleWithSourceMap | undefined;
   private current: TestWorkflowEnvironment | undefined;
-  constructor(bundle: WorkflowBundleWithSourceMap) {
-    this.bundle = bundle;
+  get bundle(): WorkflowBundleWithSourceMap {
+    if (this.loaded === undefined) throw new Error('no workflow bundle: call load() first (fileEnv does)');
+    return this.loaded;
   }
   get env(): TestWorkflowEnvironment {
     if (this.current === undefined) throw new Error('no test server: call this inside withWorker');
     return this.current;
+  }
+  /** Bundles the workflows (once for a test file). */
+  async load(): Promise<void> {
+    installTestRuntime();
+    this.loaded = await withTimeout(
+      bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger }),
+      60_000,
+      'bundle the workflows',
+    );
   }
   /** Starts the test's server (installed by scripts/temporal, never downloaded). */
   async open(): Promise<TestWorkflowEnvironment> {
@@ -118,15 +129,15 @@ export class Env {
   }
 }
 
-/** Bundles the workflows once for a test file. */
-export async function startEnv(): Promise<Env> {
-  installTestRuntime();
-  const bundle = await withTimeout(
-    bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger }),
-    60_000,
-    'bundle the workflows',
-  );
-  return new Env(bundle);
+/**
+ * The test file's Env: the workflows are bundled before its first test and the server of the
+ * last test is closed after them (node:test's before and after hooks of the file).
+ */
+export function fileEnv(): Env {
+  const e = new Env();
+  before(() => e.load());
+  after(() => e.close());
+  return e;
 }
 
 /**

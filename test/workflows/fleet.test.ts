@@ -4,7 +4,7 @@
  * kept, deleted and refused per host; provider health reports every entry's hosts.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { ListedProxy } from '../../lib/kvm2/index.ts';
 import { FLEET_RESULT_QUERY, GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
 import type { GcResult, ProviderHealthResult } from '../../contracts/fleet.ts';
@@ -18,18 +18,11 @@ import {
   failure,
   fullSurvey,
   roomySurvey,
-  startEnv,
+  fileEnv,
   withWorker,
 } from '../support/workflow-harness.ts';
-import type { Env } from '../support/workflow-harness.ts';
 
-let e: Env;
-before(async () => {
-  e = await startEnv();
-});
-after(async () => {
-  await e?.close();
-});
+const e = fileEnv();
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 const MIN_AGE_MS = HOUR_MS;

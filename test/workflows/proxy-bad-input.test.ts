@@ -3,27 +3,20 @@
  * Failed at once with the field named, nothing surveyed, created or deleted.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import { ProxySpecError, toFailure } from '../../activities/errors.ts';
 import {
   failureOf,
   Fakes,
   searchAttributes,
-  startEnv,
+  fileEnv,
   status,
   TEST_TIMEOUT_MS,
   withProxy,
 } from '../support/workflow-harness.ts';
-import type { Env } from '../support/workflow-harness.ts';
 
-let e: Env;
-before(async () => {
-  e = await startEnv();
-});
-after(async () => {
-  await e?.close();
-});
+const e = fileEnv();
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 

@@ -4,7 +4,7 @@
  * ends Failed with BOOT_TIMEOUT after compensation.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import type { ProxyOutcome } from '../../contracts/proxy.ts';
@@ -14,20 +14,13 @@ import {
   Fakes,
   resolvedProxy,
   searchAttributes,
-  startEnv,
+  fileEnv,
   status,
   TEST_TIMEOUT_MS,
   withProxy,
 } from '../support/workflow-harness.ts';
-import type { Env } from '../support/workflow-harness.ts';
 
-let e: Env;
-before(async () => {
-  e = await startEnv();
-});
-after(async () => {
-  await e?.close();
-});
+const e = fileEnv();
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 

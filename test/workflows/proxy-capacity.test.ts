@@ -4,7 +4,7 @@
  * full pool (compensation, a new placement, one attempt only).
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import type { ProxyStatus } from '../../contracts/proxy.ts';
 import {
@@ -17,22 +17,15 @@ import {
   roomySurvey,
   searchAttributes,
   skipUntil,
-  startEnv,
+  fileEnv,
   status,
   statusWhen,
   TEST_TIMEOUT_MS,
   upsertedStates,
   withProxy,
 } from '../support/workflow-harness.ts';
-import type { Env } from '../support/workflow-harness.ts';
 
-let e: Env;
-before(async () => {
-  e = await startEnv();
-});
-after(async () => {
-  await e?.close();
-});
+const e = fileEnv();
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 const waitingForCapacity = (s: ProxyStatus): boolean => s.state === 'WaitingForCapacity';

@@ -4,7 +4,7 @@
  * polls, and a delete at the end.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import { imageWorkflowId } from '../../contracts/image.ts';
 import type { ImageResult } from '../../contracts/image.ts';
@@ -20,7 +20,7 @@ import {
   held,
   idle,
   searchAttributes,
-  startEnv,
+  fileEnv,
   status,
   statusWhen,
   step,
@@ -28,15 +28,8 @@ import {
   upsertedStates,
   withProxy,
 } from '../support/workflow-harness.ts';
-import type { Env } from '../support/workflow-harness.ts';
 
-let e: Env;
-before(async () => {
-  e = await startEnv();
-});
-after(async () => {
-  await e?.close();
-});
+const e = fileEnv();
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 const RUNNING: VmReading = { state: 'Running', ip: '10.0.0.5', source: 'lease' };

@@ -5,7 +5,7 @@
  * on it, the VM deleted when something may have been created.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { CancelledFailure } from '@temporalio/common';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import { IMAGE_STATUS_QUERY, imageWorkflowId } from '../../contracts/image.ts';
@@ -23,23 +23,17 @@ import {
   held,
   idle,
   searchAttributes,
-  startEnv,
+  fileEnv,
   status,
   statusWhen,
   upsertedStates,
   withProxy,
 } from '../support/workflow-harness.ts';
 import type { ensureImageWorkflow } from '../../workflows/image.ts';
-import type { Env, Started } from '../support/workflow-harness.ts';
+import type { Started } from '../support/workflow-harness.ts';
 import { pollUntil } from '../support/temporal.ts';
 
-let e: Env;
-before(async () => {
-  e = await startEnv();
-});
-after(async () => {
-  await e?.close();
-});
+const e = fileEnv();
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 

@@ -4,7 +4,7 @@
  * sides of its bound, continue-as-new carrying everything, and a probe activity that fails.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import type { proxyLifecycle } from '../../workflows/proxy/index.ts';
@@ -23,22 +23,15 @@ import {
   idleNow,
   resolvedProxy,
   searchAttributes,
-  startEnv,
+  fileEnv,
   startProxy,
   status,
   statusWhen,
   step,
   withWorker,
 } from '../support/workflow-harness.ts';
-import type { Env } from '../support/workflow-harness.ts';
 
-let e: Env;
-before(async () => {
-  e = await startEnv();
-});
-after(async () => {
-  await e?.close();
-});
+const e = fileEnv();
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 const IP = '10.0.0.5';

@@ -4,7 +4,7 @@
  * recreation that meets a full pool waits on its host without failing the workflow task.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import type { VmReading } from '../../contracts/proxy.ts';
@@ -18,7 +18,7 @@ import {
   idle,
   roomySurvey,
   skipUntil,
-  startEnv,
+  fileEnv,
   status,
   statusWhen,
   step,
@@ -26,15 +26,8 @@ import {
   withProxy,
   workflowTaskFailures,
 } from '../support/workflow-harness.ts';
-import type { Env } from '../support/workflow-harness.ts';
 
-let e: Env;
-before(async () => {
-  e = await startEnv();
-});
-after(async () => {
-  await e?.close();
-});
+const e = fileEnv();
 
 const opts = { timeout: TEST_TIMEOUT_MS };
 const RUNNING: VmReading = { state: 'Running', ip: '10.0.0.5', source: 'lease' };
