@@ -8,7 +8,7 @@
  *    worker package; the worker package plus its native runtime connected to the dev server; the
  *    workflow bundle (webpack, which `Worker.create({ workflowsPath })` runs at every start). For
  *    each: wall time to loaded, CPU seconds, RSS, JS heap used and external memory (medians).
- * 2. Start-up of the commands: `--help` of the CLI, egressctl and the worker, whole process (GNU
+ * 2. Start-up of the commands: `--help` of egressctl and the worker, whole process (GNU
  *    time), as `node workers/X.ts` with no compile cache and as `bin/X` (the launchers, which turn
  *    the compile cache on; it also keeps the stripped TypeScript) with the cache warm.
  * 3. The worker: `bin/worker` on a task queue of its own (no schedules), with a providers file for
@@ -177,8 +177,6 @@ try {
   const viaBin: NodeJS.ProcessEnv = { ...process.env, XDG_CACHE_HOME: cacheHome };
   delete viaBin['NODE_COMPILE_CACHE'];
   for (const [label, argv, env] of [
-    ['`node workers/cli.ts --help` (no compile cache)', [process.execPath, 'workers/cli.ts', '--help'], bare],
-    ['`bin/cli --help` (compile cache warm)', ['bin/cli', '--help'], viaBin],
     [
       '`node workers/egressctl.ts --help` (no compile cache)',
       [process.execPath, 'workers/egressctl.ts', '--help'],
