@@ -88,7 +88,8 @@ if (listen !== undefined && (!listenMatch || Number(listenMatch[2]) > 65535)) {
 // so that --help and a mistyped option answer at once (docs/benchmarks.md, "Start-up").
 const [
   { connectClient },
-  { ensureSearchAttributes },
+  { ensureSearchAttributes, SearchAttributeKindError },
+  { isTemporalUnavailable },
   { NativeConnection: WorkerConnection, Runtime, Worker },
   { createActivities },
   { HostRegistry },
@@ -103,6 +104,7 @@ const [
 ] = await Promise.all([
   import('../client/connection.ts'),
   import('../client/search-attributes.ts'),
+  import('../client/errors.ts'),
   import('@temporalio/worker'),
   import('../activities/index.ts'),
   import('../activities/hosts.ts'),
@@ -166,9 +168,18 @@ const registry = new HostRegistry(config, log.child({ component: 'ssh' }), metri
 const tracing = setupTracing(log.child({ component: 'otel' }));
 
 try {
-  // Before the worker polls: the workflows set these attributes, and the API lists by them.
-  const added = await ensureSearchAttributes(client.connection, namespace);
-  if (added.length > 0) log.info({ namespace, added }, 'search attributes registered');
+  // Before the worker polls: the workflows set these attributes, and the API lists by them. A
+  // server that refuses operator calls (a hosted namespace) is told apart from a wrong type.
+  try {
+    const added = await ensureSearchAttributes(client.connection, namespace);
+    if (added.length > 0) log.info({ namespace, added }, 'search attributes registered');
+  } catch (err) {
+    if (err instanceof SearchAttributeKindError || isTemporalUnavailable(err)) throw err;
+    log.warn(
+      { err, namespace },
+      'search attributes not checked (operator calls refused); register them as docs/temporal.md says',
+    );
+  }
   if (!values['no-schedules']) await ensureSchedules(client, config, taskQueue);
   if (metrics && listenMatch) {
     const served = await serveMetrics(
