@@ -18,17 +18,13 @@ export async function withTemporal<T>(
   fn: (client: Client, settings: TemporalSettings) => Promise<T>,
 ): Promise<T> {
   const settings = temporalSettings();
-  const unavailable = (err: unknown): CliError =>
-    new CliError(
-      EXIT.unavailable,
-      `Temporal at ${settings.address} did not answer: ${(err as Error).message} ` +
-        '(is it running? scripts/temporal up, or set TEMPORAL_ADDRESS)',
-    );
+  const hint = `(Temporal at ${settings.address}: is it running, with a worker? scripts/temporal up, or set TEMPORAL_ADDRESS)`;
+  const unavailable = (err: unknown): CliError => new CliError(EXIT.unavailable, `${(err as Error).message} ${hint}`);
   let client: Client;
   try {
     client = await connectClient(settings, { connectTimeoutMs });
   } catch (err) {
-    throw unavailable(err);
+    throw new CliError(EXIT.unavailable, `cannot connect: ${(err as Error).message} ${hint}`);
   }
   try {
     return await fn(client, settings);

@@ -25,7 +25,7 @@ export const proxyUp: Command = {
     const name = ctx.args[0];
     if (name === undefined) throw usage('proxy up needs the proxy NAME (e.g. egressctl proxy up main)');
     const waitMs = positive(ctx, 'wait-ms', 1_200_000);
-    const [{ withTemporal, webUiUrl }, client, { ConfigError }] = await Promise.all([
+    const [{ withTemporal, webUiUrl }, client, { ConfigError, loadProvidersFile }] = await Promise.all([
       import('../temporal.ts'),
       import('../../client/proxy-up.ts'),
       import('../../lib/config/index.ts'),
@@ -39,6 +39,7 @@ export const proxyUp: Command = {
           taskQueue: settings.taskQueue,
           waitMs,
           providersFile: str(ctx, 'providers'),
+          loadProviders: loadProvidersFile,
           webUi: webUiUrl(),
           namespace: settings.namespace,
         })

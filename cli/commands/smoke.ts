@@ -1,4 +1,3 @@
-import type { SmokeInput, SmokeResult } from '../../contracts/smoke.ts';
 import { TASK_QUEUE } from '../../contracts/task-queues.ts';
 import { EXIT } from '../http.ts';
 import { print, str } from '../command.ts';
@@ -14,22 +13,14 @@ export const smoke: Command = {
   (default operator).`,
   options: { name: { type: 'string' } },
   async run(ctx) {
-    const [{ withTemporal }, { SMOKE_WORKFLOW_TYPE }] = await Promise.all([
+    const [{ withTemporal }, { runSmoke }] = await Promise.all([
       import('../temporal.ts'),
-      import('../../contracts/smoke.ts'),
+      import('../../client/smoke.ts'),
     ]);
-    const input: SmokeInput = { name: str(ctx, 'name') ?? 'operator' };
-    const body = await withTemporal(ctx.timeoutMs, async (client, settings) => {
-      const workflowId = `smoke/cli-${Date.now().toString(36)}`;
-      const handle = await client.workflow.start(SMOKE_WORKFLOW_TYPE, {
-        taskQueue: settings.taskQueue,
-        workflowId,
-        args: [input],
-        workflowExecutionTimeout: ctx.timeoutMs,
-      });
-      const result = (await handle.result()) as SmokeResult;
-      return { workflowId, runId: handle.firstExecutionRunId, result };
-    });
+    const name = str(ctx, 'name') ?? 'operator';
+    const body = await withTemporal(ctx.timeoutMs, (client, { taskQueue }) =>
+      runSmoke(client, { name, timeoutMs: ctx.timeoutMs, taskQueue }),
+    );
     print(
       ctx,
       body,

@@ -2,7 +2,8 @@
  * egressctl as scripts run it, against `node workers/api.ts` as a process of its own (every line
  * it writes must be JSON with an RFC 3339 time), the dev server, a real worker and the test
  * hosts: exit codes (0 ok, 1 failure, 2 usage, 3 not found, 4 conflict, 5 unavailable), JSON
- * output, watch following a proxy to Running, delete --wait to Deleted, and hosts check.
+ * output, watch following a proxy to Running, delete --wait to Deleted, and hosts check; and the
+ * commands that go to Temporal directly (smoke; exit 5 when Temporal is not there).
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn } from 'node:child_process';
@@ -291,6 +292,28 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
       (await client.workflow.count('WorkflowType = "proxyLifecycle"')).count >= 0,
       'the shared dev server still answers',
     );
+  });
+
+  test('smoke runs the smoke workflow through Temporal, not the API (0, JSON result); no Temporal is exit 5', async () => {
+    const env = { ...process.env, TEMPORAL_TASK_QUEUE: taskQueue };
+    const r = await runCommand(EGRESSCTL, ['smoke', '--name', 'egressctl', '--output', 'json'], {
+      cwd: PROJECT_ROOT,
+      env,
+      timeoutMs: 60_000,
+    });
+    assert.equal(r.code, 0, r.stderr);
+    const body = JSON.parse(r.stdout) as { workflowId: string; result: { greeting: string } };
+    assert.match(body.workflowId, /^smoke\/cli-/);
+    assert.match(body.result.greeting, /egressctl/);
+    for (const args of [['smoke'], ['proxy', 'up', 'p1', '--entry', entry]]) {
+      const down = await runCommand(EGRESSCTL, [...args, '--timeout-ms', '2000'], {
+        cwd: PROJECT_ROOT,
+        env: { ...env, TEMPORAL_ADDRESS: '127.0.0.1:1' },
+        timeoutMs: 30_000,
+      });
+      assert.equal(down.code, 5, `${args.join(' ')}: ${down.stderr}`);
+      assert.match(down.stderr, /Temporal at 127\.0\.0\.1:1/);
+    }
   });
 
   test('every line the API process wrote is JSON with an RFC 3339 time', () => {
