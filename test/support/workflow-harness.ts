@@ -19,21 +19,10 @@ import type { Activities } from '../../activities/index.ts';
 import { InsufficientCapacity } from '../../lib/kvm2/errors.ts';
 import type { CreatedProxy, DeletedProxy, ListedProxy, ResizedProxy } from '../../lib/kvm2/index.ts';
 import type { HostSurvey } from '../../contracts/fleet.ts';
-import {
-  IMAGE_JOIN_SIGNAL,
-  IMAGE_PROGRESS_SIGNAL,
-  IMAGE_STATUS_QUERY,
-  IMAGE_WORKFLOW_TYPE,
-  imageWorkflowId,
-} from '../../contracts/image.ts';
-import type {
-  EnsuredBase,
-  ImageJoin,
-  ImageProgressSignal,
-  ImageStatus,
-  ImageWorkflowInput,
-} from '../../contracts/image.ts';
-import { PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../contracts/proxy.ts';
+import { IMAGE_WORKFLOW_TYPE, imageWorkflowId } from '../../contracts/image.ts';
+import { imageJoinSignal, imageProgressSignal, imageStatusQuery, proxyStatusQuery } from '../../contracts/messages.ts';
+import type { EnsuredBase, ImageJoin, ImageProgressSignal, ImageWorkflowInput } from '../../contracts/image.ts';
+import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../contracts/proxy.ts';
 import type {
   Condition,
   ProbeOutcome,
@@ -410,7 +399,7 @@ export class Fakes {
             workflowId: input.workflowId,
             taskQueue: this.taskQueue,
             args: [input.image],
-            signal: IMAGE_JOIN_SIGNAL,
+            signal: imageJoinSignal,
             signalArgs: [join],
           });
         },
@@ -433,9 +422,9 @@ export class Fakes {
   /** Tells the image workflow's waiters of upload progress, as the real ensureBaseImage does. */
   async progress(imageWorkflowId: string, bytes: number, totalBytes: number): Promise<void> {
     const { client } = this.envs.env;
-    const status = await client.workflow.getHandle(imageWorkflowId).query<ImageStatus>(IMAGE_STATUS_QUERY);
+    const status = await client.workflow.getHandle(imageWorkflowId).query(imageStatusQuery);
     const p: ImageProgressSignal = { workflowId: imageWorkflowId, bytes, totalBytes, bytesPerSecond: 1000 };
-    for (const w of status.waiters) await client.workflow.getHandle(w).signal(IMAGE_PROGRESS_SIGNAL, p);
+    for (const w of status.waiters) await client.workflow.getHandle(w).signal(imageProgressSignal, p);
   }
 }
 
@@ -464,7 +453,7 @@ export function uniqueName(prefix: string): string {
 }
 
 export async function status(handle: WorkflowHandle): Promise<ProxyStatus> {
-  return handle.query<ProxyStatus>(PROXY_STATUS_QUERY);
+  return handle.query(proxyStatusQuery);
 }
 
 /** Queries `status` until `pred` holds (bounded); returns that status. */

@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { ListedProxy } from '../../lib/kvm2/index.ts';
-import { FLEET_RESULT_QUERY, GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
+import { GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
+import { gcResultQuery } from '../../contracts/messages.ts';
 import type { GcResult, ProviderHealthResult } from '../../contracts/fleet.ts';
 import type { orphanGcWorkflow, providerHealthWorkflow } from '../../workflows/fleet.ts';
 import { uniqueId } from '../support/temporal.ts';
@@ -106,7 +107,7 @@ describe('orphan GC', () => {
       // Young domains are kept without asking Temporal about their workflow.
       const asked = f.of<{ name: string }>('proxyWorkflowOpen').map((q) => q.name);
       assert.ok(!asked.includes('young-orphan') && !asked.includes('young-with-workflow'), asked.join(','));
-      assert.deepEqual(await handle.query<GcResult>(FLEET_RESULT_QUERY), result, 'the result is queryable');
+      assert.deepEqual(await handle.query(gcResultQuery), result, 'the result is queryable');
     });
   });
 });

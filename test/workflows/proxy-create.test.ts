@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import { imageWorkflowId } from '../../contracts/image.ts';
 import type { ImageResult } from '../../contracts/image.ts';
+import { proxyDeleteUpdate } from '../../contracts/messages.ts';
 import type { ProxyOutcome, VmReading } from '../../contracts/proxy.ts';
 import type { ensureImageWorkflow } from '../../workflows/image.ts';
 import {
@@ -84,7 +85,7 @@ describe('proxy create', () => {
       assert.equal(s.conditions.Healthy.status, 'True');
       assert.equal((await searchAttributes(h))['ProxyHealthy'], true);
 
-      const accepted = await h.executeUpdate<{ accepted: true; fromState: string }, []>('delete');
+      const accepted = await h.executeUpdate(proxyDeleteUpdate);
       assert.deepEqual(accepted, { accepted: true, fromState: 'Running' });
       const outcome: ProxyOutcome = await h.result();
       assert.equal(outcome.state, 'Deleted');

@@ -8,9 +8,10 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { CancelledFailure } from '@temporalio/common';
 import type { PlacedProxy } from '../../activities/proxy.ts';
-import { IMAGE_STATUS_QUERY, imageWorkflowId } from '../../contracts/image.ts';
-import type { ImageResult, ImageStatus } from '../../contracts/image.ts';
-import type { DeleteAccepted, ProxyOutcome, ProxyState, ProxyStatus } from '../../contracts/proxy.ts';
+import { imageWorkflowId } from '../../contracts/image.ts';
+import { imageStatusQuery, proxyDeleteUpdate } from '../../contracts/messages.ts';
+import type { ImageResult } from '../../contracts/image.ts';
+import type { ProxyOutcome, ProxyState, ProxyStatus } from '../../contracts/proxy.ts';
 import {
   ENTRY,
   Fakes,
@@ -50,7 +51,7 @@ async function deleteProxy(
   h: Started['handle'],
   from: ProxyState,
 ): Promise<{ outcome: ProxyOutcome; end: ProxyStatus }> {
-  const accepted = await h.executeUpdate<DeleteAccepted, []>('delete');
+  const accepted = await h.executeUpdate(proxyDeleteUpdate);
   assert.deepEqual(accepted, { accepted: true, fromState: from });
   const outcome = await h.result();
   assert.equal(outcome.state, 'Deleted');
@@ -115,7 +116,7 @@ describe('delete during every state', () => {
         );
         assert.equal(prov.image?.workflowId, imageId);
         const image = e.env.client.workflow.getHandle<typeof ensureImageWorkflow>(imageId);
-        assert.deepEqual((await image.query<ImageStatus>(IMAGE_STATUS_QUERY)).waiters, [h.workflowId]);
+        assert.deepEqual((await image.query(imageStatusQuery)).waiters, [h.workflowId]);
 
         await deleteProxy(h, 'Provisioning');
         assert.equal(f.count('deleteProxyVm'), 0, 'nothing was created');
@@ -126,7 +127,7 @@ describe('delete during every state', () => {
           code: 'IMAGE_ABANDONED',
           message: 'every waiter left',
         });
-        assert.deepEqual((await image.query<ImageStatus>(IMAGE_STATUS_QUERY)).waiters, []);
+        assert.deepEqual((await image.query(imageStatusQuery)).waiters, []);
         await seen(() => uploadCancelled, 'the upload activity to see its cancellation');
       });
     },

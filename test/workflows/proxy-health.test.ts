@@ -8,6 +8,7 @@ import { describe, it } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { PlacedProxy } from '../../activities/proxy.ts';
 import type { proxyLifecycle } from '../../workflows/proxy/index.ts';
+import { proxyDeleteUpdate, proxyStatusQuery } from '../../contracts/messages.ts';
 import type { ProbeOutcome, ProxyStatus, VmReading } from '../../contracts/proxy.ts';
 import { pollUntil } from '../support/temporal.ts';
 import {
@@ -211,13 +212,13 @@ describe('proxy health loop', () => {
         });
         const before: ProxyStatus = await e.env.client.workflow
           .getHandle(h.workflowId, firstRun)
-          .query<ProxyStatus>('status');
+          .query(proxyStatusQuery);
         const next = e.env.client.workflow.getHandle<typeof proxyLifecycle>(h.workflowId);
         const d = await next.describe();
         assert.notEqual(d.runId, firstRun, 'a new run');
         const startedEvent = (await events(next))[0]?.workflowExecutionStartedEventAttributes;
         assert.equal(startedEvent?.continuedExecutionRunId, firstRun);
-        const after = await next.query<ProxyStatus>('status');
+        const after = await next.query(proxyStatusQuery);
 
         // Before the new run's first poll is read, its status is the old run's, field by field.
         assert.deepEqual({ ...after, updatedAt: '' }, { ...before, updatedAt: '' });
@@ -245,7 +246,7 @@ describe('proxy health loop', () => {
         assert.equal(f.count('resolveProxy'), 1, 'the new run does not resolve again');
         assert.equal(f.count('createProxyVm'), 1, 'nor create');
 
-        await next.executeUpdate('delete');
+        await next.executeUpdate(proxyDeleteUpdate);
         assert.equal((await next.result()).state, 'Deleted');
         assert.deepEqual(
           f.of<PlacedProxy>('deleteProxyVm').map((c) => c.host),
