@@ -1,5 +1,6 @@
 // The ensure-image workflow's contract: one workflow per (host, provider entry, image key), so
-// every proxy on any worker that needs the same cold base joins one fetch and one upload.
+// every proxy on any worker that needs the same cold base joins one fetch and one upload. The
+// messages' define* objects are in messages.ts; the waiter's side is workflows/image-join.ts.
 
 /** Workflow type of the ensure-image workflow. */
 export const IMAGE_WORKFLOW_TYPE = 'ensureImageWorkflow';

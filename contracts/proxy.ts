@@ -1,5 +1,6 @@
 // The proxy lifecycle workflow's contract with its clients (API, CLI, tests): workflow ID, input,
-// the state it reports, and the names of its query and updates. Plain JSON and constants only:
+// the state it reports, and the names of its query and updates (their define* objects, which
+// clients pass to query and update, are in messages.ts). Plain JSON and constants only:
 // workflows, activities and clients all import this file.
 
 /** Workflow type of the proxy lifecycle (its exported function name). */
