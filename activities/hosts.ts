@@ -6,12 +6,12 @@ import { HostLinks } from '../lib/hostlink/pool.ts';
 import type { Link } from '../lib/hostlink/pool.ts';
 import type { HostConfig, ProviderEntry, ProvidersConfig } from '../lib/config/index.ts';
 import { hostLinksOptions, hostTarget } from '../lib/kvm2/index.ts';
-import type { SshLogger } from '../lib/ssh/logger.ts';
+import type { LineLogger } from '../lib/log/line-logger.ts';
 import { ProxySpecError } from './errors.ts';
 import { meteringLogger, meterLinks } from './metrics.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
-const SILENT: SshLogger = { info: () => undefined, warn: () => undefined };
+const SILENT: LineLogger = { info: () => undefined, warn: () => undefined };
 
 export interface RegisteredHost {
   entry: ProviderEntry;
@@ -26,7 +26,7 @@ export class HostRegistry {
   readonly #probeLinks = new Map<string, Promise<Link>>();
   #closed = false;
 
-  constructor(config: ProvidersConfig, logger?: SshLogger, metrics?: WorkerMetrics) {
+  constructor(config: ProvidersConfig, logger?: LineLogger, metrics?: WorkerMetrics) {
     this.config = config;
     // With metrics, the links always get a logger: its one line per libvirt call feeds the RPC histogram.
     const linkLogger = metrics ? meteringLogger(logger ?? SILENT, metrics) : logger;
@@ -100,7 +100,7 @@ export class HostRegistry {
 }
 
 /** Logs link churn: failed dials, deaths with their reason, redials (one JSON line each). */
-function watchLinks(links: HostLinks, logger: SshLogger): void {
+function watchLinks(links: HostLinks, logger: LineLogger): void {
   const host = links.target.name;
   links.on('dial', (e) => {
     if (e.error)

@@ -5,7 +5,7 @@
 // what only the worker sees.
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 import type { HostLinks } from '../lib/hostlink/pool.ts';
-import type { SshLogger } from '../lib/ssh/logger.ts';
+import type { LineLogger } from '../lib/log/line-logger.ts';
 
 export interface WorkerMetrics {
   registry: Registry;
@@ -60,7 +60,7 @@ export function createWorkerMetrics(): WorkerMetrics {
  * The logger the host links get: it passes every line on, and turns the one line per libvirt
  * call (`lib/libvirt/observe.ts`: `proc`, `duration_ms`, `outcome`) into the RPC histogram.
  */
-export function meteringLogger(inner: SshLogger, m: WorkerMetrics): SshLogger {
+export function meteringLogger(inner: LineLogger, m: WorkerMetrics): LineLogger {
   const record = (obj: object): void => {
     const o = obj as { proc?: unknown; duration_ms?: unknown; outcome?: unknown; host?: unknown };
     if (typeof o.proc !== 'string' || typeof o.duration_ms !== 'number') return;

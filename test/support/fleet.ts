@@ -17,7 +17,7 @@ import { createActivities } from '../../activities/index.ts';
 import { HostRegistry } from '../../activities/hosts.ts';
 import { parseProvidersYaml } from '../../lib/config/index.ts';
 import { providerHosts } from '../../dev/testhost-providers.ts';
-import type { SshLogger } from '../../lib/ssh/logger.ts';
+import type { LineLogger } from '../../lib/log/line-logger.ts';
 import type { ProvidersConfig } from '../../lib/config/index.ts';
 import type { TestHost } from './testhosts.ts';
 import { PROJECT_ROOT, WORKFLOWS_PATH, withTimeout } from './temporal.ts';
@@ -74,7 +74,7 @@ export async function startFleetWorker(
   client: Client,
   config: ProvidersConfig,
   taskQueue: string,
-  options: { plugins?: WorkerOptions['plugins']; logger?: SshLogger } = {},
+  options: { plugins?: WorkerOptions['plugins']; logger?: LineLogger } = {},
 ): Promise<RunningWorker> {
   const registry = new HostRegistry(config, options.logger);
   const worker = await Worker.create({

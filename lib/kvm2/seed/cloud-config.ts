@@ -6,7 +6,7 @@
  * `on` and `0644` are not strings unless quoted).
  */
 import YAML from 'yaml';
-import { parseCidr } from '../../config/cidr.ts';
+import { parseCidr } from '../../../contracts/cidr.ts';
 import { Kvm2BuildError } from '../build-errors.ts';
 import type { SeedFiles } from './seed-image.ts';
 
