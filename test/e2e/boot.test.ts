@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import {
   createProxy,
@@ -140,7 +140,7 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     }
   });
 
-  test('the image is built or reused, fetched once from the mirror, verified and uploaded', async () => {
+  it('the image is built or reused, fetched once from the mirror, verified and uploaded', async () => {
     const built = await buildImage();
     const bytes = await readFile(built.path);
     const sha256 = (await readFile(`${built.path}.sha256`, 'utf8')).split(/\s+/)[0]!;
@@ -173,7 +173,7 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     assert.equal(mirror.requests('/images/proxy.qcow2'), 1);
   });
 
-  test('the VM starts and its guest reports an IPv4 address', async () => {
+  it('the VM starts and its guest reports an IPv4 address', async () => {
     assert.ok(image, 'the image step passed');
     const input: CreateProxyInput = {
       links,
@@ -237,7 +237,7 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     timings.push(['start to address', secs(addressAt - startedAt)]);
   });
 
-  test("a CONNECT through the guest's Squid reaches the test's target with 200", async () => {
+  it("a CONNECT through the guest's Squid reaches the test's target with 200", async () => {
     assert.ok(guestIp, 'the address step passed');
     health = await links.dedicated('health');
     const connectTo = `${host.rootSideAddress as string}:${target.port}`;
@@ -267,7 +267,7 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     assert.equal(target.peers.at(-1), host.address);
   });
 
-  test("the image's guest agent reports the same address", async () => {
+  it("the image's guest agent reports the same address", async () => {
     assert.ok(guestIp, 'the address step passed');
     // The lease usually answers first; the agent (the address source that works on any network)
     // must answer too, or the image's qemu-guest-agent is broken.
@@ -287,7 +287,7 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     timings.push(['address to agent answer', secs(performance.now() - addressAt)]);
   });
 
-  test('delete removes domain, overlay and seed, and leaves the base', async () => {
+  it('delete removes domain, overlay and seed, and leaves the base', async () => {
     assert.ok(image, 'the image step passed');
     const t0 = performance.now();
     const deleted = await deleteProxy({

@@ -34,7 +34,7 @@ import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Client, WorkflowHandle } from '@temporalio/client';
@@ -275,7 +275,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     }
   });
 
-  test('provider health: the provider-health workflow sees the host Ready, with latency and versions', async () => {
+  it('provider health: the provider-health workflow sees the host Ready, with latency and versions', async () => {
     const result = await within(
       client.workflow.execute<() => Promise<ProviderHealthResult>>(HEALTH_WORKFLOW_TYPE, {
         workflowId: uniqueId(`e2e-health-${entry}`),
@@ -298,7 +298,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     assert.ok(ok);
   });
 
-  test('bystanders and the legacy base are in place before anything of ours runs', async () => {
+  it('bystanders and the legacy base are in place before anything of ours runs', async () => {
     // A pre-H4 base named without the entry, with bytes of its own.
     await virsh('vol-create-as', host.pool, legacyBase, '1M', '--format', 'raw');
     const bytes = createHash('sha512').update(run).digest();
@@ -334,7 +334,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     assert.deepEqual(await domainsOfEntry(), Object.values(bystanders).sort());
   });
 
-  test('a mirror that dies part way through a cold fetch: the upload ends, nothing is published or left, the retry succeeds', async () => {
+  it('a mirror that dies part way through a cold fetch: the upload ends, nothing is published or left, the retry succeeds', async () => {
     mirror.setMode(diePathOnMirror, { kind: 'die', afterBytes: DIE_AFTER_BYTES });
     const before = await workerSshConnections();
     const id = imageWorkflowId(HOST, entry, dieKey);
@@ -391,7 +391,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     assert.deepEqual(vols, [`base-${entry}-${dieKey}.qcow2`, `base-${entry}-${dieKey}.qcow2.marker`]);
   });
 
-  test('cold image fetch and naming (H4): one download, digest verified, the legacy base untouched', async () => {
+  it('cold image fetch and naming (H4): one download, digest verified, the legacy base untouched', async () => {
     const handle = await startProxy('p1');
     assert.ok(handle);
     let maxRate = 0;
@@ -440,7 +440,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     assert.equal(legacyNow, legacySha);
   });
 
-  test('Squid: the first proxy boots and is Healthy from real CONNECTs to the target', async () => {
+  it('Squid: the first proxy boots and is Healthy from real CONNECTs to the target', async () => {
     const st = await follow('p1', healthy, HEALTHY_BOUND_MS);
     const m = marks['p1']!;
     const peersBefore = target.peers.length;
@@ -459,7 +459,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     assert.ok(ok);
   });
 
-  test('second proxy: cache hit, mirror count still 1; crash: the worker SIGKILLed while it boots', async () => {
+  it('second proxy: cache hit, mirror count still 1; crash: the worker SIGKILLed while it boots', async () => {
     await startProxy('p2');
     await follow('p2', (s) => s.state === 'Booting' || s.state === 'Running', 120_000);
     // A base already in the pool is found by the proxy itself (findBaseImage, lookups only) and
@@ -557,12 +557,12 @@ describe('validation through the workflows: the issue table, measured', { timeou
     assert.ok(h3Ok, JSON.stringify(seen));
   });
 
-  test('Healthy stays True once Healthy (the same minute of polls)', () => {
+  it('Healthy stays True once Healthy (the same minute of polls)', () => {
     assert.ok(p1HealthyTrace.length > 0, 'the H3 minute ran');
     assert.deepEqual([...new Set(p1HealthyTrace)], ['True'], p1HealthyTrace.join(' '));
   });
 
-  test('bystanders survive an orphan GC run that deletes our orphan and keeps the live proxies', async () => {
+  it('bystanders survive an orphan GC run that deletes our orphan and keeps the live proxies', async () => {
     const result = await within(
       client.workflow.execute<(i: { minAgeMs: number }) => Promise<GcResult>>(GC_WORKFLOW_TYPE, {
         workflowId: uniqueId(`e2e-gc-${entry}`),
@@ -591,7 +591,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     assert.ok(ok, `${JSON.stringify(h)}; domains ${doms.join(', ')}`);
   });
 
-  test('delete: domain, overlay and seed gone, base survives; bystanders survive', async () => {
+  it('delete: domain, overlay and seed gone, base survives; bystanders survive', async () => {
     const t0 = performance.now();
     const outcomes = await Promise.all(
       ['p1', 'p2'].map(async (name) => {
@@ -629,7 +629,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     assert.equal(legacyNow, legacySha);
   });
 
-  test("libvirtd's answer to an upload stream finished short of the volume's size", async () => {
+  it("libvirtd's answer to an upload stream finished short of the volume's size", async () => {
     // Observed on libvirt 9.0 (docs/design.md, protocol notes): a finish short of the volume's
     // capacity, or of the length the upload announced, is confirmed (STREAM/OK) like a full one;
     // the bytes not sent read as zeros and the capacity is unchanged. Only the sender's own count

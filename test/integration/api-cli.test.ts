@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { PROXY_DELETE_UPDATE, proxyWorkflowId } from '../../contracts/proxy.ts';
@@ -133,7 +133,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
-  test('--help on every command exits 0; unknown commands and options exit 2', async () => {
+  it('--help on every command exits 0; unknown commands and options exit 2', async () => {
     const top = await ctl(['--help']);
     assert.equal(top.code, 0);
     for (const w of ['proxy create', 'proxy watch', 'hosts check', 'discovery', 'Exit codes', '--output json|table']) {
@@ -159,7 +159,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     assert.equal((await ctl(['proxy', 'list', '--output', 'yaml', ...g])).code, 2);
   });
 
-  test('exit codes: 3 not found, 2 bad input, 1 bad token, 5 unreachable API', async () => {
+  it('exit codes: 3 not found, 2 bad input, 1 bad token, 5 unreachable API', async () => {
     const nf = await ctl(['proxy', 'get', `${entry}/nothing`, ...g]);
     assert.equal(nf.code, 3, nf.stderr);
     assert.match(nf.stderr, /404 NOT_FOUND/);
@@ -175,7 +175,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     assert.equal(down.code, 5);
   });
 
-  test('create (0), again with the same spec (0), another spec (4); watch follows it to Running; list and discovery as JSON', async () => {
+  it('create (0), again with the same spec (0), another spec (4); watch follows it to Running; list and discovery as JSON', async () => {
     const made = await ctl(['proxy', 'create', `${entry}/c1`, '--image', 'empty', '--output', 'json', ...g]);
     assert.equal(made.code, 0, made.stderr);
     assert.equal((JSON.parse(made.stdout) as { created: boolean }).created, true);
@@ -207,7 +207,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     assert.deepEqual((JSON.parse(disc.stdout) as { proxies: unknown[] }).proxies, []);
   });
 
-  test('delete --wait ends Deleted (0); watch of a deleted proxy ends 0; a short watch of a missing one is 3', async () => {
+  it('delete --wait ends Deleted (0); watch of a deleted proxy ends 0; a short watch of a missing one is 3', async () => {
     const del = await ctl(
       ['proxy', 'delete', `${entry}/c1`, '--wait', '--wait-ms', '90000', '--output', 'json', ...g],
       120_000,
@@ -218,7 +218,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     assert.equal((await ctl(['proxy', 'watch', `${entry}/none`, '--watch-ms', '5000', ...g])).code, 3);
   });
 
-  test('image warm --wait puts the base on the host (0, JSON per host); an unknown key exits 2', async () => {
+  it('image warm --wait puts the base on the host (0, JSON per host); an unknown key exits 2', async () => {
     const warm = await ctl(
       ['image', 'warm', `${entry}/empty`, '--wait', '--wait-ms', '120000', '--output', 'json', ...g],
       180_000,
@@ -232,7 +232,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     assert.match(bad.stdout, /has no image "nosuch"/);
   });
 
-  test('hosts check prints one JSON line per host of the providers file', async () => {
+  it('hosts check prints one JSON line per host of the providers file', async () => {
     const providers = join(tmp, 'providers.yaml');
     const made = await pexec(process.execPath, ['dev/providers.ts', '--state', TESTHOST_STATE, '--out', providers], {
       cwd: PROJECT_ROOT,
@@ -249,7 +249,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     assert.ok(lines.every((l) => l.reachable));
   });
 
-  test('dev runs a worker and the API on loopback until SIGINT, then stops both (the dev server it found stays)', async () => {
+  it('dev runs a worker and the API on loopback until SIGINT, then stops both (the dev server it found stays)', async () => {
     const data = await mkdtemp(join(tmp, 'dev-'));
     const providers = await writeProvidersFile(data, devConfig);
     const port = await freePort();
@@ -294,7 +294,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     );
   });
 
-  test('smoke runs the smoke workflow through Temporal, not the API (0, JSON result); no Temporal is exit 5', async () => {
+  it('smoke runs the smoke workflow through Temporal, not the API (0, JSON result); no Temporal is exit 5', async () => {
     const env = { ...process.env, TEMPORAL_TASK_QUEUE: taskQueue };
     const r = await runCommand(EGRESSCTL, ['smoke', '--name', 'egressctl', '--output', 'json'], {
       cwd: PROJECT_ROOT,
@@ -316,7 +316,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     }
   });
 
-  test('every line the API process wrote is JSON with an RFC 3339 time', () => {
+  it('every line the API process wrote is JSON with an RFC 3339 time', () => {
     assert.ok(apiLines.length > 5, 'the API logged its requests');
     for (const line of apiLines) {
       const o = JSON.parse(line) as { time: string; level: string };

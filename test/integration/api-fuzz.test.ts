@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import type { Client } from '@temporalio/client';
 import { Ajv } from 'ajv';
 import fc from 'fast-check';
@@ -146,14 +146,14 @@ describe('API fuzz from its OpenAPI document', { timeout: 600_000 }, () => {
     if (tmp) await rm(tmp, { recursive: true, force: true });
   });
 
-  test('the document describes every route, with closed body schemas', () => {
+  it('the document describes every route, with closed body schemas', () => {
     const ops = operations(doc);
     assert.equal(ops.length, 11, ops.map((o) => `${o.method} ${o.path}`).join(', '));
     const post = ops.find((o) => o.method === 'POST' && o.path === '/v1/proxies')!;
     assert.equal((post.body as { additionalProperties?: boolean }).additionalProperties, false);
   });
 
-  test('no 5xx, invalid bodies are 400/413, and no workflow is started', async () => {
+  it('no 5xx, invalid bodies are 400/413, and no workflow is started', async () => {
     const ajv = new Ajv({ strict: false, coerceTypes: false });
     const seen: Record<string, number> = {};
     for (const op of operations(doc)) {

@@ -13,7 +13,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { Client, Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { PROXY_DELETE_UPDATE, proxyWorkflowId } from '../../contracts/proxy.ts';
@@ -84,7 +84,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
   const call = (method: string, path: string, o: Parameters<typeof http>[3] = {}) =>
     http(api.url, method, path, { token: tokens.admin, ...o });
 
-  test('readiness follows the worker: 200 while one polls the task queue, 503 naming a queue without one', async () => {
+  it('readiness follows the worker: 200 while one polls the task queue, 503 naming a queue without one', async () => {
     const ready = await pollUntil(
       async () => {
         const r = await http(api.url, 'GET', '/readyz');
@@ -101,7 +101,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
     assert.equal((await http(lonely.url, 'GET', '/healthz')).status, 200);
   });
 
-  test('auth: 401 without a token or with an unknown one, 403 for a read-only token on create and delete', async () => {
+  it('auth: 401 without a token or with an unknown one, 403 for a read-only token on create and delete', async () => {
     const none = await http(api.url, 'GET', '/v1/proxies');
     assert.equal(none.status, 401);
     assert.match(apiError(none).message, /missing Authorization header/);
@@ -116,7 +116,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
     assert.equal((await call('GET', '/v1/proxies', { token: tokens.reader })).status, 200);
   });
 
-  test('bad input is a 400 naming the field, and no workflow is started', async () => {
+  it('bad input is a 400 naming the field, and no workflow is started', async () => {
     const good = { name: 'bad', entry, imageKey: 'empty' };
     const cases: [Parameters<typeof http>[3], string, string][] = [
       [{ body: { ...good, colour: 'red' } }, 'UNKNOWN_FIELD', 'colour'],
@@ -143,7 +143,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
     assert.deepEqual(started, []);
   });
 
-  test('create is idempotent: 201, 200 for the same spec, 409 for another; the proxy reaches Running', async () => {
+  it('create is idempotent: 201, 200 for the same spec, 409 for another; the proxy reaches Running', async () => {
     const spec = { name: 'p1', entry, imageKey: 'empty' };
     const first = await call('POST', '/v1/proxies', { body: spec });
     assert.equal(first.status, 201, first.text);
@@ -168,7 +168,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
     }
   });
 
-  test('list filters on entry, state, host and health, and pages with a token', async () => {
+  it('list filters on entry, state, host and health, and pages with a token', async () => {
     const names = (r: { body: Record<string, unknown> }) =>
       (r.body['proxies'] as { name: string }[]).map((p) => p.name).sort();
     const running = await pollUntil(
@@ -194,7 +194,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
     assert.deepEqual([forged.status, apiError(forged).field], [400, 'pageToken']);
   });
 
-  test('discovery leaves out proxies that are not Healthy (these have no address)', async () => {
+  it('discovery leaves out proxies that are not Healthy (these have no address)', async () => {
     const r = await call('GET', `/v1/discovery?entry=${entry}`);
     assert.equal(r.status, 200, r.text);
     assert.deepEqual(r.body['proxies'], []);
@@ -204,7 +204,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
     assert.notEqual(status.conditions.Healthy.status, 'True');
   });
 
-  test('metrics count proxies by state from visibility', async () => {
+  it('metrics count proxies by state from visibility', async () => {
     const r = await call('GET', '/metrics');
     assert.equal(r.status, 200);
     const m = /^egress_proxies\{state="Running"\} (\d+)$/m.exec(r.text);
@@ -212,7 +212,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
     assert.match(r.text, /^egress_api_temporal_up 1$/m);
   });
 
-  test('delete: 202 at once, ?wait=true answers 200 Deleted, a second delete 200 done, an unknown proxy 404', async () => {
+  it('delete: 202 at once, ?wait=true answers 200 Deleted, a second delete 200 done, an unknown proxy 404', async () => {
     const d1 = await call('DELETE', `/v1/proxies/${entry}/p1`);
     assert.equal(d1.status, 202, d1.text);
     assert.deepEqual([d1.body['accepted'], d1.body['fromState'], d1.body['done']], [true, 'Running', false]);
@@ -229,7 +229,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
     assert.equal((await call('GET', `/v1/proxies/${entry}/never-made`)).status, 404);
   });
 
-  test('Temporal unreachable: 503 with a plain message on API routes, readiness 503, liveness 200', async () => {
+  it('Temporal unreachable: 503 with a plain message on API routes, readiness 503, liveness 200', async () => {
     const connection = Connection.lazy({ address: '127.0.0.1:1', connectTimeout: 1_000 });
     const away = await startTestApi(new Client({ connection }), taskQueue, tokens, 1_500);
     try {

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { runCommand } from '../support/run.ts';
 import type { CommandResult } from '../support/run.ts';
@@ -32,7 +32,7 @@ describe('operator CLI', { timeout: 120_000 }, () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  test('hosts check prints one JSON line per configured host, each reachable with versions and pool space', async () => {
+  it('hosts check prints one JSON line per configured host, each reachable with versions and pool space', async () => {
     const { code, stdout, stderr } = await run([
       'bin/egressctl',
       'hosts',
@@ -59,7 +59,7 @@ describe('operator CLI', { timeout: 120_000 }, () => {
     }
   });
 
-  test('an unreachable host is reported as such (Transient) and the exit code is 1', async () => {
+  it('an unreachable host is reported as such (Transient) and the exit code is 1', async () => {
     const bad = join(dir, 'unreachable.yaml');
     const text = (await import('node:fs'))
       .readFileSync(providers, 'utf8')
@@ -82,7 +82,7 @@ describe('operator CLI', { timeout: 120_000 }, () => {
     assert.equal(first.kind, 'Transient');
   });
 
-  test('a bad providers file exits 2 and names the field and the fix', async () => {
+  it('a bad providers file exits 2 and names the field and the fix', async () => {
     const bad = join(dir, 'bad.yaml');
     await writeFile(bad, 'providers:\n  - name: Bad_Name\n    type: kvm2\n');
     const { code, stderr, stdout } = await run(['workers/egressctl.ts', 'hosts', 'check', '--providers', bad]);
@@ -91,7 +91,7 @@ describe('operator CLI', { timeout: 120_000 }, () => {
     assert.match(stderr, /providers\[0\]\.name/);
   });
 
-  test('--help documents every command and option', async () => {
+  it('--help documents every command and option', async () => {
     const { code, stdout } = await run(['bin/egressctl', '--help']);
     assert.equal(code, 0);
     for (const word of [

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { Readable } from 'node:stream';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { errorKind } from '../../lib/errors.ts';
 import { LibvirtClient } from '../../lib/libvirt/client.ts';
 import { LibvirtError } from '../../lib/libvirt/errors.ts';
@@ -164,7 +164,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
   // --- a shared image for the hit and edit tests -------------------------------------------
   const shared = { entry: '', key: 'img', bytes: Buffer.alloc(0), url: '', path: '' };
 
-  test('a cold ensure downloads once, verifies the digest and uploads exactly the source bytes', async () => {
+  it('a cold ensure downloads once, verifies the digest and uploads exactly the source bytes', async () => {
     shared.entry = entry();
     shared.bytes = randomBytes(3 * MiB + 123);
     shared.path = `/${shared.entry}/img.raw`;
@@ -208,7 +208,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     assert.deepEqual(links.openDedicated(), []);
   });
 
-  test('a second ensure is a cache hit: no request to the mirror', async () => {
+  it('a second ensure is a cache hit: no request to the mirror', async () => {
     const got = await ensureImage(
       input(shared.entry, { key: 'img', url: shared.url, sha256: sha256Hex(shared.bytes), format: 'raw' }),
     );
@@ -223,7 +223,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     assert.equal(mirror.requests(shared.path), 1);
   });
 
-  test('a changed sha256 is refused (Permanent, both values named) and the base and marker survive', async () => {
+  it('a changed sha256 is refused (Permanent, both values named) and the base and marker survive', async () => {
     const base = baseVolumeName(shared.entry, 'img', 'raw');
     const markerName = markerVolumeName(shared.entry, 'img', 'raw');
     const markerBefore = await contentOf(markerName);
@@ -246,7 +246,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     assert.deepEqual(await contentOf(markerName), markerBefore, 'the marker is unchanged');
   });
 
-  test('a changed URL is refused (Permanent, both values named) and the base and marker survive', async () => {
+  it('a changed URL is refused (Permanent, both values named) and the base and marker survive', async () => {
     const base = baseVolumeName(shared.entry, 'img', 'raw');
     const markerName = markerVolumeName(shared.entry, 'img', 'raw');
     const markerBefore = await contentOf(markerName);
@@ -267,7 +267,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     assert.deepEqual(await contentOf(markerName), markerBefore, 'the marker is unchanged');
   });
 
-  test('two concurrent cold ensures of one image share one download and one upload', async () => {
+  it('two concurrent cold ensures of one image share one download and one upload', async () => {
     const e = entry();
     const bytes = randomBytes(2 * MiB);
     const path = `/${e}/img.raw`;
@@ -284,7 +284,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     assert.equal(mirror.requests(path), 1);
   });
 
-  test('a foreign base-<key>.qcow2 volume is left untouched (H4: bases are per entry)', async () => {
+  it('a foreign base-<key>.qcow2 volume is left untouched (H4: bases are per entry)', async () => {
     const e = entry();
     const key = `k${RUN}`;
     const foreignName = `base-${key}.qcow2`;
@@ -298,7 +298,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     assert.deepEqual(await contentOf(foreignName), foreignBytes, 'the foreign volume is untouched');
   });
 
-  test('the mirror dying mid-body ends cleanly: Transient, no base, no marker, no link left; a re-run converges', async () => {
+  it('the mirror dying mid-body ends cleanly: Transient, no base, no marker, no link left; a re-run converges', async () => {
     const e = entry();
     const bytes = randomBytes(4 * MiB);
     const path = `/${e}/img.raw`;
@@ -318,7 +318,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     assert.equal(mirror.requests(path), 2);
   });
 
-  test('the mirror stalling mid-body ends by the body idle bound: Transient, nothing left', async () => {
+  it('the mirror stalling mid-body ends by the body idle bound: Transient, nothing left', async () => {
     const e = entry();
     const bytes = randomBytes(4 * MiB);
     const url = mirror.serve(`/${e}/img.raw`, bytes, { kind: 'stall', afterBytes: MiB });
@@ -337,7 +337,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     assertUploadAbortedPolitely();
   });
 
-  test('a stalled download ends at the overall deadline (downloadTotalMs)', async () => {
+  it('a stalled download ends at the overall deadline (downloadTotalMs)', async () => {
     const e = entry();
     const url = mirror.serve(`/${e}/img.raw`, randomBytes(2 * MiB), { kind: 'stall', afterBytes: 256 * 1024 });
     await assert.rejects(
@@ -362,7 +362,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     await assertNothingLeft(e, 'img');
   });
 
-  test('a caller leaving a shared fetch does not end it for the others; the last one leaving does', async () => {
+  it('a caller leaving a shared fetch does not end it for the others; the last one leaving does', async () => {
     const e = entry();
     const url = mirror.serve(`/${e}/img.raw`, randomBytes(2 * MiB), { kind: 'stall', afterBytes: 256 * 1024 });
     const spec: ImageSpec = { key: 'img', url, format: 'raw' };
@@ -390,7 +390,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     await assertNothingLeft(e, 'img');
   });
 
-  test('a wrong digest is Permanent, and leaves no base and no marker', async () => {
+  it('a wrong digest is Permanent, and leaves no base and no marker', async () => {
     const e = entry();
     const bytes = randomBytes(2 * MiB);
     const url = mirror.serve(`/${e}/img.raw`, bytes, { kind: 'corrupt' });
@@ -409,7 +409,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     await assertNothingLeft(e, 'img');
   });
 
-  test('a response without Content-Length is Permanent with a clear message', async () => {
+  it('a response without Content-Length is Permanent with a clear message', async () => {
     const e = entry();
     const url = mirror.serve(`/${e}/img.raw`, randomBytes(MiB), { kind: 'no-content-length' });
     await assert.rejects(ensureImage(input(e, { key: 'img', url, format: 'raw' })), (err: unknown) => {
@@ -421,7 +421,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     await assertNothingLeft(e, 'img');
   });
 
-  test('HTTP 404 is Permanent, HTTP 503 is Transient', async () => {
+  it('HTTP 404 is Permanent, HTTP 503 is Transient', async () => {
     const e = entry();
     const path = `/${e}/img.raw`;
     const url = mirror.serve(path, randomBytes(MiB), { kind: 'status', status: 404 });
@@ -442,7 +442,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     await assertNothingLeft(e, 'img');
   });
 
-  test('a pool without room for the image is InsufficientCapacity (Transient), nothing created', async () => {
+  it('a pool without room for the image is InsufficientCapacity (Transient), nothing created', async () => {
     const poolName = `ep-small-${RUN}`;
     const dir = `/tmp/ep-small-${RUN}`;
     await inHost(host, ['sh', '-c', `mkdir -p ${dir} && mount -t tmpfs -o size=4m tmpfs ${dir}`]);
@@ -478,7 +478,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     }
   });
 
-  test('a garbage marker makes the base debris: both are replaced by a verified fetch', async () => {
+  it('a garbage marker makes the base debris: both are replaced by a verified fetch', async () => {
     const e = entry();
     const bytes = randomBytes(MiB + 5);
     const path = `/${e}/img.raw`;
@@ -502,7 +502,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     assert.equal(await fileSha256(baseName), sha256Hex(bytes));
   });
 
-  test('a qcow2 image is stored byte for byte and hits by the capacity libvirt reports for it', async () => {
+  it('a qcow2 image is stored byte for byte and hits by the capacity libvirt reports for it', async () => {
     const tmp = `/tmp/ep-qcow2-${RUN}.qcow2`;
     await inHost(host, ['qemu-img', 'create', '-q', '-f', 'qcow2', tmp, '64M']);
     const bytes = readFileSync(hostPath(host, tmp));
@@ -526,7 +526,7 @@ describe('kvm2 image cache against a real libvirtd and a real HTTP mirror', { ti
     assert.equal(mirror.requests(path), 1);
   });
 
-  test('bytes that are not qcow2 under format qcow2 are Permanent, nothing left', async () => {
+  it('bytes that are not qcow2 under format qcow2 are Permanent, nothing left', async () => {
     const e = entry();
     const url = mirror.serve(`/${e}/img.qcow2`, randomBytes(MiB));
     await assert.rejects(ensureImage(input(e, { key: 'img', url, format: 'qcow2' })), (err: unknown) => {

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { readFile } from 'node:fs/promises';
 import { errorKind } from '../../lib/errors.ts';
 import { AddressSource } from '../../lib/libvirt/constants.ts';
@@ -102,7 +102,7 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     await rm(tmp, { recursive: true, force: true });
   });
 
-  test('create twice converges to one running domain with one overlay and one seed', async () => {
+  it('create twice converges to one running domain with one overlay and one seed', async () => {
     const first = await createProxy(input('alpha'));
     assert.equal(first.defined, true);
     assert.equal(first.started, true);
@@ -121,7 +121,7 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     assert.equal(links.stats().inFlight, 0);
   });
 
-  test('the defined XML and the uploaded seed read back as built', async () => {
+  it('the defined XML and the uploaded seed read back as built', async () => {
     const names = proxyObjectNames({ ownerUid: owner, entry, name: 'alpha' });
     const xml = await inHost(host, ['virsh', 'dumpxml', names.domain]);
     const seedDisk =
@@ -151,7 +151,7 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     assert.match(metaData, /local-hostname: alpha/);
   });
 
-  test('a running guest with no agent and no lease has "no address yet", not an error', async () => {
+  it('a running guest with no agent and no lease has "no address yet", not an error', async () => {
     const status = await getProxy({ links, ownerUid: owner, entry, name: 'alpha', network: host.network });
     assert.equal(status.state, 'Running');
     assert.equal(status.address?.ip, undefined);
@@ -161,7 +161,7 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     );
   });
 
-  test('every address source failing is a Transient error (H3)', async () => {
+  it('every address source failing is a Transient error (H3)', async () => {
     const names = proxyObjectNames({ ownerUid: owner, entry, name: 'alpha' });
     await links.call(async (c, call) => {
       const dom = await c.domainLookupByName(names.domain, call);
@@ -176,13 +176,13 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     });
   });
 
-  test('a missing proxy is Missing', async () => {
+  it('a missing proxy is Missing', async () => {
     assert.deepEqual(await getProxy({ links, ownerUid: owner, entry, name: 'nobody', network: host.network }), {
       state: 'Missing',
     });
   });
 
-  test('listing by mark finds our proxies of the entry and nothing else', async () => {
+  it('listing by mark finds our proxies of the entry and nothing else', async () => {
     await createProxy(input('beta'));
     const unmarked = proxyObjectNames({ ownerUid: owner, entry, name: 'gamma' }).domain;
     await defineBare(unmarked);
@@ -192,14 +192,14 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     assert.deepEqual(await listProxies(links, { entry: `other${run}` }), []);
   });
 
-  test('delete and create refuse an unmarked domain, and leave it', async () => {
+  it('delete and create refuse an unmarked domain, and leave it', async () => {
     const bare = proxyObjectNames({ ownerUid: owner, entry, name: 'gamma' }).domain;
     await assert.rejects(deleteProxy({ ...input('gamma'), links }), Kvm2AdoptionRefusedError);
     await assert.rejects(createProxy(input('gamma')), Kvm2AdoptionRefusedError);
     assert.match(await inHost(host, ['virsh', '-q', 'list', '--all', '--name']), new RegExp(bare));
   });
 
-  test('delete refuses a proxy of another owner UID, and leaves it', async () => {
+  it('delete refuses a proxy of another owner UID, and leaves it', async () => {
     await assert.rejects(deleteProxy({ ...input('beta'), ownerUid: 'someone-else' }), (err: unknown) => {
       assert.ok(err instanceof Kvm2AdoptionRefusedError);
       assert.equal(errorKind(err), 'Permanent');
@@ -212,7 +212,7 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     );
   });
 
-  test('delete twice is fine, and the base survives', async () => {
+  it('delete twice is fine, and the base survives', async () => {
     assert.deepEqual(await deleteProxy({ ...input('beta'), shutdownGraceMs: 1000 }), {
       domain: 'deleted',
       overlay: 'deleted',
@@ -225,7 +225,7 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     assert.ok(vols.includes(baseName));
   });
 
-  test('a pool without room yields InsufficientCapacity with needed and available bytes', async () => {
+  it('a pool without room yields InsufficientCapacity with needed and available bytes', async () => {
     const dir = `/var/lib/libvirt/ep-tiny-${run}`;
     const poolName = `ep-tiny-${run}`;
     await inHost(host, ['sh', '-c', `mkdir -p ${dir} && mount -t tmpfs -o size=2m tmpfs ${dir}`]);
@@ -245,7 +245,7 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     }
   });
 
-  test('a network or pool the host lacks is a Permanent KVM2_HOST_SETUP naming the field', async () => {
+  it('a network or pool the host lacks is a Permanent KVM2_HOST_SETUP naming the field', async () => {
     await assert.rejects(createProxy(input('echo', { network: `nonet-${run}` })), (err: unknown) => {
       assert.ok(err instanceof Kvm2HostSetupError, String(err));
       assert.equal(err.kind, 'Permanent');
@@ -260,7 +260,7 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     });
   });
 
-  test("the console log's tail is read over SSH: last lines, control characters dropped, bounded", async () => {
+  it("the console log's tail is read over SSH: last lines, control characters dropped, bounded", async () => {
     const id = { ownerUid: owner, entry, name: 'golf' };
     const path = proxyObjectNames(id).consoleLogPath;
     const filler = 'x'.repeat(100) + '\n';

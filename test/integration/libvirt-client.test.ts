@@ -9,7 +9,7 @@ import { createReadStream, createWriteStream, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { LibvirtClient } from '../../lib/libvirt/client.ts';
 import {
   AddressSource,
@@ -72,14 +72,14 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
     return client.storageVolCreateXml(pool, rawVolXml(`ep-it-${label}-${run}.raw`, capacity));
   }
 
-  test('reports library and hypervisor versions', async () => {
+  it('reports library and hypervisor versions', async () => {
     const lib = await client.getLibVersion();
     const hv = await client.getVersion();
     assert.ok(lib >= 9_000_000n, `libvirt version ${lib}`);
     assert.ok(hv > 1_000_000n, `hypervisor version ${hv}`);
   });
 
-  test('pools: list all, lookup, info, refresh', async () => {
+  it('pools: list all, lookup, info, refresh', async () => {
     const pools = await client.listAllStoragePools();
     assert.ok(pools.some((p) => p.name === host.pool));
     const info = await client.storagePoolGetInfo(pool);
@@ -88,7 +88,7 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
     await client.storagePoolRefresh(pool);
   });
 
-  test('volumes: create, lookup, info, path, list, delete, then NotFound', async () => {
+  it('volumes: create, lookup, info, path, list, delete, then NotFound', async () => {
     const vol = await freshVolume('life', 3 * MiB);
     const again = await client.storageVolLookupByName(pool, vol.name);
     assert.equal(again.key, vol.key);
@@ -106,7 +106,7 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
     });
   });
 
-  test('networks: lookup and DHCP leases', async () => {
+  it('networks: lookup and DHCP leases', async () => {
     const net = await client.networkLookupByName(host.network);
     assert.equal(net.name, host.network);
     const leases = await client.networkGetDhcpLeases(net);
@@ -117,7 +117,7 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
     );
   });
 
-  test('domains: define, lookups, XML, metadata, state, start, addresses, list, destroy, undefine', async () => {
+  it('domains: define, lookups, XML, metadata, state, start, addresses, list, destroy, undefine', async () => {
     const name = `ep-it-dom-${run}`;
     const xml = `<domain type='${host.domainType}'><name>${name}</name><memory unit='MiB'>64</memory><vcpu>1</vcpu><os><type arch='x86_64'>hvm</type></os><devices><interface type='network'><source network='${host.network}'/><model type='virtio'/></interface></devices></domain>`;
     const dom = await client.domainDefineXml(xml);
@@ -167,7 +167,7 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
     );
   });
 
-  test('downloads a small volume whole, and refuses more than maxBytes', async () => {
+  it('downloads a small volume whole, and refuses more than maxBytes', async () => {
     const vol = await freshVolume('dl', 3000);
     try {
       const content = randomBytes(3000);
@@ -185,7 +185,7 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
     }
   });
 
-  test('uploads 400 MiB and the volume file has the same sha256', async () => {
+  it('uploads 400 MiB and the volume file has the same sha256', async () => {
     const src = await randomFile(400 * MiB, 'u400');
     files.push(src.path);
     const vol = await freshVolume('u400', 400 * MiB);
@@ -205,7 +205,7 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
     }
   });
 
-  test('a source error mid-upload aborts the stream and leaves the connection usable', async () => {
+  it('a source error mid-upload aborts the stream and leaves the connection usable', async () => {
     const vol = await freshVolume('srcerr', 64 * MiB);
     try {
       let sent = 0;
@@ -232,7 +232,7 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
     }
   });
 
-  test('a pool too small for the upload ends it with the daemon error', async () => {
+  it('a pool too small for the upload ends it with the daemon error', async () => {
     const dir = `/var/lib/libvirt/ep-small-${run}`;
     const poolName = `ep-small-${run}`;
     await inHost(host, ['sh', '-c', `mkdir -p ${dir} && mount -t tmpfs -o size=8m tmpfs ${dir}`]);
@@ -267,7 +267,7 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
   // stream; what it must do is settle promptly, leak nothing, and leave the connection usable. The
   // provider's post-upload verification (lookup + size + digest before writing the marker) is what
   // catches the loss, so this test also proves that a lookup after such an upload says NotFound.
-  test('a volume deleted mid-upload: the upload settles promptly, nothing leaks, the loss is visible to a lookup', async () => {
+  it('a volume deleted mid-upload: the upload settles promptly, nothing leaks, the loss is visible to a lookup', async () => {
     const vol = await freshVolume('delmid', 256 * MiB);
     let produced = 0;
     const source = new Readable({
@@ -313,7 +313,7 @@ describe('libvirt client against a real libvirtd', { timeout: 600_000 }, () => {
     }
   });
 
-  test('two uploads and 50 short calls run concurrently on one connection', async () => {
+  it('two uploads and 50 short calls run concurrently on one connection', async () => {
     const a = await randomFile(64 * MiB, 'ca');
     const b = await randomFile(64 * MiB, 'cb');
     files.push(a.path, b.path);

@@ -21,7 +21,7 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import { Connection } from '@temporalio/client';
 import type { Client } from '@temporalio/client';
 import { CUSTOM_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
@@ -200,7 +200,7 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
       { timeoutMs: 90_000, intervalMs: 250, what: `the upload of ${path} to be under way` },
     );
 
-  test('a worker SIGKILLed mid-upload: another worker finishes; one domain, one base, one marker, no leaked volume', async () => {
+  it('a worker SIGKILLed mid-upload: another worker finishes; one domain, one base, one marker, no leaked volume', async () => {
     const t0 = performance.now();
     const host = hosts[0]!;
     const entry = `ka${run}`;
@@ -259,7 +259,7 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
     );
   });
 
-  test('scale-out: two workers on one task queue; the one uploading is SIGKILLed; the other finishes alone', async () => {
+  it('scale-out: two workers on one task queue; the one uploading is SIGKILLed; the other finishes alone', async () => {
     const host = hosts[1]!;
     const entry = `kc${run}`;
     const path = `/${entry}/big.qcow2`;
@@ -297,7 +297,7 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
     await survivor.stop();
   });
 
-  test('the dev server SIGKILLed and restarted on its SQLite file mid-upload and while Running: the run resumes', async () => {
+  it('the dev server SIGKILLed and restarted on its SQLite file mid-upload and while Running: the run resumes', async () => {
     const t0 = performance.now();
     const host = hosts[1] ?? hosts[0]!;
     const entry = `kb${run}`;

@@ -13,7 +13,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { WorkflowFailedError } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
@@ -93,7 +93,7 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     return handle;
   };
 
-  test('create → Running → delete leaves no domain, overlay or seed; the base stays', async () => {
+  it('create → Running → delete leaves no domain, overlay or seed; the base stays', async () => {
     const entry = `wa${run}`;
     const url = mirror.serve(`/${entry}/empty.qcow2`, image);
     const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [hosts[0]!], images: { empty: { url } } });
@@ -129,7 +129,7 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     assert.equal(mirror.requests(`/${entry}/empty.qcow2`), 1);
   });
 
-  test('an unknown image key fails the workflow at once, naming the field; nothing is created', async () => {
+  it('an unknown image key fails the workflow at once, naming the field; nothing is created', async () => {
     const entry = `wb${run}`;
     const url = mirror.serve(`/${entry}/empty.qcow2`, image);
     const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [hosts[0]!], images: { empty: { url } } });
@@ -147,7 +147,7 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     assert.deepEqual(await volumesOf(hosts[0]!, entry), []);
   });
 
-  test('an override that would make an open proxy fails at once, naming the field', async () => {
+  it('an override that would make an open proxy fails at once, naming the field', async () => {
     const entry = `wf${run}`;
     const url = mirror.serve(`/${entry}/empty.qcow2`, image);
     const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [hosts[0]!], images: { empty: { url } } });
@@ -167,7 +167,7 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     assert.deepEqual(await domainsOf(hosts[0]!, entry), []);
   });
 
-  test('two proxies on two workers needing one cold base: one download, one base, both Running', async () => {
+  it('two proxies on two workers needing one cold base: one download, one base, both Running', async () => {
     const entry = `wc${run}`;
     const path = `/${entry}/empty.qcow2`;
     const url = mirror.serve(path, image);
@@ -189,7 +189,7 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     assert.deepEqual(await domainsOf(hosts[1]!, entry), []);
   });
 
-  test('cancelling mid-upload aborts the stream, cleans up and ends Cancelled; no base is published', async () => {
+  it('cancelling mid-upload aborts the stream, cleans up and ends Cancelled; no base is published', async () => {
     const entry = `wd${run}`;
     const path = `/${entry}/big.qcow2`;
     const big = Buffer.concat([image, Buffer.alloc(32 * 1024 * 1024, 7)]);
@@ -230,7 +230,7 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     assert.deepEqual(await domainsOf(hosts[0]!, entry), []);
   });
 
-  test('resize applies memory and vCPUs with a restart once Running; a disk resize is refused', async () => {
+  it('resize applies memory and vCPUs with a restart once Running; a disk resize is refused', async () => {
     const entry = `we${run}`;
     const url = mirror.serve(`/${entry}/empty.qcow2`, image);
     const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [hosts[1]!], images: { empty: { url } } });
@@ -255,7 +255,7 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     assert.equal(((await handle.result()) as ProxyOutcome).state, 'Deleted');
   });
 
-  test('warming an image puts the base on every host once; a proxy afterwards downloads nothing', async () => {
+  it('warming an image puts the base on every host once; a proxy afterwards downloads nothing', async () => {
     const entry = `wg${run}`;
     const path = `/${entry}/empty.qcow2`;
     const url = mirror.serve(path, image);

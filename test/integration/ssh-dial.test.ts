@@ -80,7 +80,7 @@ async function readBytes(stream: Duplex, n: number): Promise<Buffer> {
   return Buffer.concat(chunks).subarray(0, n);
 }
 
-void describe('dialSsh against a throwaway OpenSSH sshd', () => {
+describe('dialSsh against a throwaway OpenSSH sshd', () => {
   let sshd: ThrowawaySshd;
   let echo: TestServer;
   let sink: TestServer;
@@ -121,7 +121,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     for (const r of results) if (r.status === 'rejected') throw r.reason;
   });
 
-  void it('dials, forwards to a unix socket and round-trips 1 MiB; logs one line without secrets', T, async () => {
+  it('dials, forwards to a unix socket and round-trips 1 MiB; logs one line without secrets', T, async () => {
     const logger = recordingLogger();
     const s = await dial(target(), { logger });
     assert.equal(s.negotiated?.cipher, 'aes128-gcm@openssh.com');
@@ -142,7 +142,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     assert.ok(!text.includes(sshd.clientKey.privatePath) && !text.includes('PRIVATE KEY'));
   });
 
-  void it(
+  it(
     'refuses an unknown host with SshHostKeyError naming the fingerprint and the fix, after one connection',
     T,
     async () => {
@@ -166,7 +166,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     },
   );
 
-  void it('refuses a changed host key with SSH_HOST_KEY_MISMATCH naming both fingerprints', T, async () => {
+  it('refuses a changed host key with SSH_HOST_KEY_MISMATCH naming both fingerprints', T, async () => {
     const other = await generateKey(join(sshd.dir, 'other-host-key'));
     const path = await knownHosts('kh-mismatch', [`[127.0.0.1]:${sshd.port} ${other.publicLine}`]);
     const err = await failure(dial(target({ knownHostsPath: path })));
@@ -177,7 +177,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     assert.match(err.message, /ssh-keygen -R/);
   });
 
-  void it('refuses a @revoked host key even when it is also listed', T, async () => {
+  it('refuses a @revoked host key even when it is also listed', T, async () => {
     const path = await knownHosts('kh-revoked', [hostKeyLine(sshd.port), `@revoked * ${sshd.hostKey.publicLine}`]);
     const err = await failure(dial(target({ knownHostsPath: path })));
     assert.ok(err instanceof SshHostKeyError, String(err));
@@ -185,7 +185,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     assert.equal(err.kind, 'Permanent');
   });
 
-  void it('with acceptNewHostKeys records an unknown host key, but still refuses a changed one', T, async () => {
+  it('with acceptNewHostKeys records an unknown host key, but still refuses a changed one', T, async () => {
     const path = join(sshd.dir, 'kh-tofu');
     const logger = recordingLogger();
     const s = await dial(target({ knownHostsPath: path, acceptNewHostKeys: true }), { logger });
@@ -200,7 +200,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     assert.ok(err instanceof SshHostKeyError && err.code === 'SSH_HOST_KEY_MISMATCH', String(err));
   });
 
-  void it(
+  it(
     'survives server re-keys mid-transfer (host key pinned, recorded once, packet buffers pooled by every cipher)',
     T,
     async () => {
@@ -232,7 +232,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     },
   );
 
-  void it(
+  it(
     'answers the host-keys proof with one SSH_MSG_IGNORE (prompt-ack.ts); the session works; stock writes send none',
     T,
     async () => {
@@ -257,7 +257,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     },
   );
 
-  void it(
+  it(
     'uses the configured cipher list: a listed cipher is negotiated, none in common is Permanent, a bogus name is a config error',
     T,
     async () => {
@@ -273,7 +273,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     },
   );
 
-  void it('fails authentication with an unauthorized key as SshAuthError naming the offered key', T, async () => {
+  it('fails authentication with an unauthorized key as SshAuthError naming the offered key', T, async () => {
     const stranger = await generateKey(join(sshd.dir, 'stranger'));
     const err = await failure(dial(target({ keyPath: stranger.privatePath })));
     assert.ok(err instanceof SshAuthError, String(err));
@@ -283,7 +283,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     assert.match(err.message, /authorized_keys/);
   });
 
-  void it('reads the key afresh on every dial: a key rotated on disk is used by the next dial', T, async () => {
+  it('reads the key afresh on every dial: a key rotated on disk is used by the next dial', T, async () => {
     const keyPath = join(sshd.dir, 'rotating');
     const first = await generateKey(keyPath);
     await sshd.authorize([first.publicLine]);
@@ -298,7 +298,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     }
   });
 
-  void it('decrypts an encrypted key with its passphrase file', T, async () => {
+  it('decrypts an encrypted key with its passphrase file', T, async () => {
     const key = await generateKey(join(sshd.dir, 'encrypted'), 'ecdsa', { passphrase: 'pass phrase' });
     await writeFile(join(sshd.dir, 'encrypted.pass'), 'pass phrase\n');
     await sshd.authorize([sshd.clientKey.publicLine, key.publicLine]);
@@ -306,7 +306,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     s.kill(new Error('done'));
   });
 
-  void it('authenticates with keys held by an ssh-agent', T, async () => {
+  it('authenticates with keys held by an ssh-agent', T, async () => {
     const agent = await startAgent(join(sshd.dir, 'agent.sock'));
     servers.push(agent);
     const key = await generateKey(join(sshd.dir, 'agent-key'));
@@ -316,7 +316,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     s.kill(new Error('done'));
   });
 
-  void it('reports a missing unix socket as a Transient SshChannelOpenError and keeps the session', T, async () => {
+  it('reports a missing unix socket as a Transient SshChannelOpenError and keeps the session', T, async () => {
     const s = await dial(target());
     const err = await failure(s.openStreamLocal(join(sshd.dir, 'missing.sock'), { timeoutMs: 2_000 }));
     assert.ok(err instanceof SshChannelOpenError, String(err));
@@ -330,7 +330,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     ['AllowStreamLocalForwarding no', { allowStreamLocalForwarding: 'no' }],
     ['AllowTcpForwarding no (OpenSSH applies it to unix sockets too)', { allowTcpForwarding: 'no' }],
   ] as const) {
-    void it(`with ${what}, the open fails with the sshd remedy in the message`, T, async () => {
+    it(`with ${what}, the open fails with the sshd remedy in the message`, T, async () => {
       const strict = await startSshd(options);
       servers.push(strict);
       const sock = await startUnixEcho(join(strict.dir, 'echo.sock'));
@@ -354,7 +354,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     });
   }
 
-  void it('times out a server that never sends a banner (tarpit) with a Transient SSH_READY_TIMEOUT', T, async () => {
+  it('times out a server that never sends a banner (tarpit) with a Transient SSH_READY_TIMEOUT', T, async () => {
     const tarpit = await startTarpit();
     servers.push(tarpit);
     const path = await knownHosts('kh-tarpit', [`[127.0.0.1]:${tarpit.port} ${sshd.hostKey.publicLine}`]);
@@ -368,7 +368,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     assert.equal(tarpit.connections(), 1);
   });
 
-  void it('aborts a dial stuck on a tarpit when its signal fires', T, async () => {
+  it('aborts a dial stuck on a tarpit when its signal fires', T, async () => {
     const tarpit = await startTarpit();
     servers.push(tarpit);
     const controller = new AbortController();
@@ -381,7 +381,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     assert.ok(performance.now() - started < 1_000);
   });
 
-  void it('reports a refused TCP connect as a Transient SSH_CONNECT_FAILED', T, async () => {
+  it('reports a refused TCP connect as a Transient SSH_CONNECT_FAILED', T, async () => {
     const port = await freePort();
     const err = await failure(dial(target({ port })));
     assert.ok(err instanceof SshConnectError, String(err));
@@ -390,7 +390,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     assert.match(err.message, /ECONNREFUSED/);
   });
 
-  void it(
+  it(
     'kill() with a large write pending (peer not reading) returns at once and errors the channel within 100 ms',
     T,
     async () => {
@@ -425,7 +425,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     },
   );
 
-  void it('kills the session with SSH_KEEPALIVE_TIMEOUT when the peer goes silent (black hole)', T, async () => {
+  it('kills the session with SSH_KEEPALIVE_TIMEOUT when the peer goes silent (black hole)', T, async () => {
     const relay = await startTcpRelay(sshd.port);
     servers.push(relay);
     const path = await knownHosts('kh-relay-ka', [hostKeyLine(relay.port)]);
@@ -445,7 +445,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     assert.equal(await within(chErr, 100, 'channel error'), reason);
   });
 
-  void it('kills the session with SSH_CONNECTION_LOST when the connection is closed under it', T, async () => {
+  it('kills the session with SSH_CONNECTION_LOST when the connection is closed under it', T, async () => {
     const relay = await startTcpRelay(sshd.port);
     const path = await knownHosts('kh-relay-lost', [hostKeyLine(relay.port)]);
     const s = await dial(target({ port: relay.port, knownHostsPath: path }));
@@ -455,7 +455,7 @@ void describe('dialSsh against a throwaway OpenSSH sshd', () => {
     assert.equal(reason.code, 'SSH_CONNECTION_LOST');
   });
 
-  void it('bounds a channel open on a stalled connection (SSH_OPEN_TIMEOUT kills the session)', T, async () => {
+  it('bounds a channel open on a stalled connection (SSH_OPEN_TIMEOUT kills the session)', T, async () => {
     const relay = await startTcpRelay(sshd.port);
     servers.push(relay);
     const path = await knownHosts('kh-relay-open', [hostKeyLine(relay.port)]);
@@ -481,10 +481,10 @@ const AUTH_LIST_CALL = Buffer.from(
   'hex',
 );
 
-void describe('dialSsh against the namespaced test hosts', () => {
+describe('dialSsh against the namespaced test hosts', () => {
   const hosts = existsSync(join(TESTHOST_STATE, 'hosts.json')) ? loadTestHosts() : [];
   for (const h of hosts) {
-    void it(`dials ${h.name} (${h.address}:${h.port}) and reaches libvirtd through its socket`, T, async () => {
+    it(`dials ${h.name} (${h.address}:${h.port}) and reaches libvirtd through its socket`, T, async () => {
       const s = await dialSsh(
         { host: h.address, port: h.port, user: h.user, keyPath: h.keyPath, knownHostsPath: h.knownHostsPath },
         { readyTimeoutMs: 5_000, connectTimeoutMs: 2_000 },
@@ -504,5 +504,5 @@ void describe('dialSsh against the namespaced test hosts', () => {
     });
   }
   if (hosts.length === 0)
-    void it('needs test hosts', { skip: `no ${TESTHOST_STATE}/hosts.json (test/hosts/testhost up)` }, () => {});
+    it('needs test hosts', { skip: `no ${TESTHOST_STATE}/hosts.json (test/hosts/testhost up)` }, () => {});
 });

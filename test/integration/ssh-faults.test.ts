@@ -105,10 +105,10 @@ function rawVolXml(name: string, capacityBytes: number): string {
 
 const hostsPresent = existsSync(join(TESTHOST_STATE, 'hosts.json'));
 
-void describe('SSH links under faults on a real test host', { timeout: 300_000 }, () => {
+describe('SSH links under faults on a real test host', { timeout: 300_000 }, () => {
   const hosts = hostsPresent ? loadTestHosts() : [];
   if (hosts.length < 2) {
-    void it('needs two test hosts', { skip: `needs 2 hosts in ${TESTHOST_STATE} (test/hosts/testhost up)` }, () => {});
+    it('needs two test hosts', { skip: `needs 2 hosts in ${TESTHOST_STATE} (test/hosts/testhost up)` }, () => {});
     return;
   }
   const [h1, h2] = hosts as [TestHost, TestHost];
@@ -233,7 +233,7 @@ void describe('SSH links under faults on a real test host', { timeout: 300_000 }
     h2Links.close();
   });
 
-  void it(
+  it(
     'black hole mid-upload: the upload fails as Transient and the link is torn down within the keepalive bound, while the other host answers at normal latency',
     { timeout: 120_000 },
     async (t) => {
@@ -291,7 +291,7 @@ void describe('SSH links under faults on a real test host', { timeout: 300_000 }
     },
   );
 
-  void it(
+  it(
     'RST mid-upload: the upload and every pending call on the host are rejected as Transient within 2 s',
     { timeout: 60_000 },
     async (t) => {
@@ -329,7 +329,7 @@ void describe('SSH links under faults on a real test host', { timeout: 300_000 }
     },
   );
 
-  void it(
+  it(
     'sshd of our connections SIGKILLed mid-call: the upload and the pending calls are rejected as Transient within 2 s',
     { timeout: 60_000 },
     async (t) => {
@@ -364,7 +364,7 @@ void describe('SSH links under faults on a real test host', { timeout: 300_000 }
     },
   );
 
-  void it(
+  it(
     'libvirtd SIGSTOPped mid-call: calls fail by their budget, the upload by libvirt keepalive, all Transient; the host recovers on SIGCONT',
     { timeout: 90_000 },
     async (t) => {

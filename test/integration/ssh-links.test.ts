@@ -60,10 +60,10 @@ function rawVolXml(name: string, capacityBytes: number): string {
 
 const hostsPresent = existsSync(join(TESTHOST_STATE, 'hosts.json'));
 
-void describe('link pool against the test hosts', { timeout: 180_000 }, () => {
+describe('link pool against the test hosts', { timeout: 180_000 }, () => {
   const hosts = hostsPresent ? loadTestHosts() : [];
   if (hosts.length === 0) {
-    void it('needs test hosts', { skip: `no ${TESTHOST_STATE}/hosts.json (test/hosts/testhost up)` }, () => {});
+    it('needs test hosts', { skip: `no ${TESTHOST_STATE}/hosts.json (test/hosts/testhost up)` }, () => {});
     return;
   }
   const h1 = hosts[0]!;
@@ -108,7 +108,7 @@ void describe('link pool against the test hosts', { timeout: 180_000 }, () => {
   });
 
   for (const h of hosts) {
-    void it(`${h.name}: a pooled call and a dedicated link both reach libvirtd through sshd`, T, async () => {
+    it(`${h.name}: a pooled call and a dedicated link both reach libvirtd through sshd`, T, async () => {
       const l = links(h);
       const v = await l.call((c, o) => c.getLibVersion(o), { timeoutMs: 10_000 });
       assert.ok(v >= 9_000_000n, `libvirt ${v}`);
@@ -122,7 +122,7 @@ void describe('link pool against the test hosts', { timeout: 180_000 }, () => {
     });
   }
 
-  void it(
+  it(
     '20 concurrent calls with maxConcurrentCalls 5: all succeed, never more than 5 in flight (pool stats and the daemon connection)',
     T,
     async () => {
@@ -166,40 +166,36 @@ void describe('link pool against the test hosts', { timeout: 180_000 }, () => {
     },
   );
 
-  void it(
-    'a call waiting for a slot beyond its budget fails with SshPoolQueueTimeoutError (Transient)',
-    T,
-    async () => {
-      const l = links(h1, { maxConcurrentCalls: 5 });
-      let release!: () => void;
-      const gate = new Promise<void>((r) => (release = r));
-      const busy = Array.from({ length: 5 }, () =>
-        l.call(
-          async (c, o) => {
-            const v = await c.getLibVersion(o);
-            await gate;
-            return v;
-          },
-          { timeoutMs: 10_000 },
-        ),
-      );
-      try {
-        await until(() => l.stats().inFlight === 5, 5_000, 'five busy slots');
-        const t0 = performance.now();
-        const err = await failure(l.call((c, o) => c.getLibVersion(o), { timeoutMs: 300 }));
-        const waited = performance.now() - t0;
-        assert.ok(err instanceof SshPoolQueueTimeoutError, String(err));
-        assert.equal(errorKind(err), 'Transient');
-        assert.ok(waited >= 280 && waited < 2_000, `waited ${waited} ms`);
-      } finally {
-        release();
-      }
-      assert.equal((await within(Promise.all(busy), 5_000, 'busy calls')).length, 5);
-      assert.ok(l.pooledLink !== undefined, 'a queue timeout does not touch the link');
-    },
-  );
+  it('a call waiting for a slot beyond its budget fails with SshPoolQueueTimeoutError (Transient)', T, async () => {
+    const l = links(h1, { maxConcurrentCalls: 5 });
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const busy = Array.from({ length: 5 }, () =>
+      l.call(
+        async (c, o) => {
+          const v = await c.getLibVersion(o);
+          await gate;
+          return v;
+        },
+        { timeoutMs: 10_000 },
+      ),
+    );
+    try {
+      await until(() => l.stats().inFlight === 5, 5_000, 'five busy slots');
+      const t0 = performance.now();
+      const err = await failure(l.call((c, o) => c.getLibVersion(o), { timeoutMs: 300 }));
+      const waited = performance.now() - t0;
+      assert.ok(err instanceof SshPoolQueueTimeoutError, String(err));
+      assert.equal(errorKind(err), 'Transient');
+      assert.ok(waited >= 280 && waited < 2_000, `waited ${waited} ms`);
+    } finally {
+      release();
+    }
+    assert.equal((await within(Promise.all(busy), 5_000, 'busy calls')).length, 5);
+    assert.ok(l.pooledLink !== undefined, 'a queue timeout does not touch the link');
+  });
 
-  void it('a dead pooled link is replaced on next use; markDead is idempotent (first reason wins)', T, async () => {
+  it('a dead pooled link is replaced on next use; markDead is idempotent (first reason wins)', T, async () => {
     const l = links(h2);
     await l.call((c, o) => c.getLibVersion(o), { timeoutMs: 10_000 });
     const first = l.pooledLink;
@@ -218,7 +214,7 @@ void describe('link pool against the test hosts', { timeout: 180_000 }, () => {
     assert.ok(second !== undefined && second !== first && !second.isDead);
   });
 
-  void it(
+  it(
     'markDead with an upload stalled on a peer that reads nothing (its sshd stopped; 32 MiB source chunks, 16 MiB packets) returns at once and rejects the upload within 100 ms',
     T,
     async (t) => {
@@ -289,7 +285,7 @@ void describe('link pool against the test hosts', { timeout: 180_000 }, () => {
     },
   );
 
-  void it(
+  it(
     'host key unknown, changed or revoked: every call fails Permanent with the SHA256 fingerprint, one dial per call',
     T,
     async () => {
@@ -319,10 +315,10 @@ void describe('link pool against the test hosts', { timeout: 180_000 }, () => {
   );
 });
 
-void describe('link pool against a throwaway sshd forwarding to a test host libvirtd', { timeout: 120_000 }, () => {
+describe('link pool against a throwaway sshd forwarding to a test host libvirtd', { timeout: 120_000 }, () => {
   const hosts = hostsPresent ? loadTestHosts() : [];
   if (hosts.length === 0) {
-    void it('needs test hosts', { skip: `no ${TESTHOST_STATE}/hosts.json (test/hosts/testhost up)` }, () => {});
+    it('needs test hosts', { skip: `no ${TESTHOST_STATE}/hosts.json (test/hosts/testhost up)` }, () => {});
     return;
   }
   const h1 = hosts[0]!;
@@ -356,12 +352,12 @@ void describe('link pool against a throwaway sshd forwarding to a test host libv
     await sshd.stop();
   });
 
-  void it('reaches the real libvirtd through the loopback sshd', T, async () => {
+  it('reaches the real libvirtd through the loopback sshd', T, async () => {
     const v = await hostLinks(target({ name: 'plain' })).call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 });
     assert.ok(v >= 9_000_000n);
   });
 
-  void it(
+  it(
     'host key unknown, changed or revoked: Permanent, SHA256 fingerprint in the message, exactly one TCP connection per call',
     T,
     async () => {
@@ -392,7 +388,7 @@ void describe('link pool against a throwaway sshd forwarding to a test host libv
     },
   );
 
-  void it('a tarpit behind the pool: the call fails at the ready timeout, Transient SSH_READY_TIMEOUT', T, async () => {
+  it('a tarpit behind the pool: the call fails at the ready timeout, Transient SSH_READY_TIMEOUT', T, async () => {
     const tarpit = await startTarpit();
     servers.push(tarpit);
     const l = hostLinks(target({ name: 'tarpit', port: tarpit.port }));
@@ -408,36 +404,32 @@ void describe('link pool against a throwaway sshd forwarding to a test host libv
     }
   });
 
-  void it(
-    'a key rotated on disk between two dials: the next dial after the link dies uses the new key',
-    T,
-    async () => {
-      const keyPath = join(sshd.dir, 'rotating');
-      const first = await generateKey(keyPath);
-      await copyFile(keyPath, `${keyPath}.old`);
-      await sshd.authorize([first.publicLine]);
-      try {
-        const l = hostLinks(target({ name: 'rotating', keyPath }));
-        await l.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 });
-        const before = l.pooledLink;
-        const second = await generateKey(keyPath);
-        await sshd.authorize([second.publicLine]);
-        // The live link stays (it authenticated once); nothing is re-read until the next dial.
-        await l.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 });
-        assert.equal(l.pooledLink, before);
-        assert.equal(l.stats().dials, 1);
-        before?.markDead(new Error('link lost'));
-        await l.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 });
-        assert.equal(l.stats().dials, 2);
-        assert.notEqual(l.pooledLink, before);
-        // The old key is refused now, so the second dial could only have used the new one.
-        const old = hostLinks(target({ name: 'old-key', keyPath: `${keyPath}.old` }));
-        const err = await failure(old.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }));
-        assert.ok(err instanceof SshAuthError, String(err));
-        assert.equal(errorKind(err), 'Permanent');
-      } finally {
-        await sshd.authorize([sshd.clientKey.publicLine]);
-      }
-    },
-  );
+  it('a key rotated on disk between two dials: the next dial after the link dies uses the new key', T, async () => {
+    const keyPath = join(sshd.dir, 'rotating');
+    const first = await generateKey(keyPath);
+    await copyFile(keyPath, `${keyPath}.old`);
+    await sshd.authorize([first.publicLine]);
+    try {
+      const l = hostLinks(target({ name: 'rotating', keyPath }));
+      await l.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 });
+      const before = l.pooledLink;
+      const second = await generateKey(keyPath);
+      await sshd.authorize([second.publicLine]);
+      // The live link stays (it authenticated once); nothing is re-read until the next dial.
+      await l.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 });
+      assert.equal(l.pooledLink, before);
+      assert.equal(l.stats().dials, 1);
+      before?.markDead(new Error('link lost'));
+      await l.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 });
+      assert.equal(l.stats().dials, 2);
+      assert.notEqual(l.pooledLink, before);
+      // The old key is refused now, so the second dial could only have used the new one.
+      const old = hostLinks(target({ name: 'old-key', keyPath: `${keyPath}.old` }));
+      const err = await failure(old.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }));
+      assert.ok(err instanceof SshAuthError, String(err));
+      assert.equal(errorKind(err), 'Permanent');
+    } finally {
+      await sshd.authorize([sshd.clientKey.publicLine]);
+    }
+  });
 });

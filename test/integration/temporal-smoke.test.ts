@@ -12,7 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { after, before, describe, test } from 'node:test';
+import { after, before, describe, it } from 'node:test';
 import type { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
@@ -45,7 +45,7 @@ const TEST_TIMEOUT_MS = 120_000;
 
 installTestRuntime();
 
-void describe('Temporal dev server (scripts/temporal up)', () => {
+describe('Temporal dev server (scripts/temporal up)', () => {
   let client: Client;
 
   before(async () => {
@@ -57,7 +57,7 @@ void describe('Temporal dev server (scripts/temporal up)', () => {
     await client?.connection.close();
   });
 
-  void test(
+  it(
     'has every search attribute of contracts/search-attributes.ts registered with its type',
     { timeout: TEST_TIMEOUT_MS },
     async () => {
@@ -72,17 +72,13 @@ void describe('Temporal dev server (scripts/temporal up)', () => {
     },
   );
 
-  void test(
-    'registering the search attributes again adds none and changes none',
-    { timeout: TEST_TIMEOUT_MS },
-    async () => {
-      const before = await withTimeout(customSearchAttributes(client), 10_000, 'list search attributes');
-      assert.deepEqual(await ensureSearchAttributes(client.connection, TEMPORAL_NAMESPACE), []);
-      assert.deepEqual(await customSearchAttributes(client), before);
-    },
-  );
+  it('registering the search attributes again adds none and changes none', { timeout: TEST_TIMEOUT_MS }, async () => {
+    const before = await withTimeout(customSearchAttributes(client), 10_000, 'list search attributes');
+    assert.deepEqual(await ensureSearchAttributes(client.connection, TEMPORAL_NAMESPACE), []);
+    assert.deepEqual(await customSearchAttributes(client), before);
+  });
 
-  void test(
+  it(
     'an in-process worker runs the smoke workflow and the run is listed by visibility',
     { timeout: TEST_TIMEOUT_MS },
     async () => {
@@ -135,8 +131,8 @@ void describe('Temporal dev server (scripts/temporal up)', () => {
   );
 });
 
-void describe('time-skipping test server (scripts/temporal test-server-path)', () => {
-  void test(
+describe('time-skipping test server (scripts/temporal test-server-path)', () => {
+  it(
     'the smoke workflow sleeps one hour of workflow time in seconds of real time',
     { timeout: TEST_TIMEOUT_MS },
     async () => {
@@ -187,8 +183,8 @@ void describe('time-skipping test server (scripts/temporal test-server-path)', (
   );
 });
 
-void describe('docker-compose.yml (production-ish cluster)', () => {
-  void test('its setup step registers exactly the search attributes of contracts/search-attributes.ts', () => {
+describe('docker-compose.yml (production-ish cluster)', () => {
+  it('its setup step registers exactly the search attributes of contracts/search-attributes.ts', () => {
     const text = readFileSync(new URL('../../docker-compose.yml', import.meta.url), 'utf8');
     const compose = YAML.parse(text, { merge: true }) as {
       services?: Record<string, { environment?: Record<string, unknown> }>;

@@ -3,7 +3,7 @@
 // against its known_hosts), open an OpenSSH direct-streamlocal channel to the host's libvirt
 // socket, send a hand-built AUTH_LIST call and expect libvirtd's REPLY; then `virsh` over
 // qemu+ssh. Needs `test/hosts/testhost up` first; every wait here is bounded.
-import { test } from 'node:test';
+import { it } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -181,16 +181,16 @@ function execVirsh(uri: string): Promise<string> {
 }
 
 if (!existsSync(indexPath)) {
-  test('test hosts are up', () => {
+  it('test hosts are up', () => {
     assert.fail(`no ${indexPath}: run \`test/hosts/testhost up\` first (state root from EP_TESTHOST_STATE)`);
   });
 } else {
   const hosts = loadHosts();
-  test('hosts.json lists at least one host', () => {
+  it('hosts.json lists at least one host', () => {
     assert.ok(hosts.length > 0);
   });
   for (const h of hosts) {
-    test(
+    it(
       `${h.name}: AUTH_LIST over ssh direct-streamlocal to ${h.socketPath} gets a REPLY`,
       { timeout: 40_000 },
       async () => {
@@ -223,7 +223,7 @@ if (!existsSync(indexPath)) {
       },
     );
 
-    test(`${h.name}: a host key other than the known_hosts one is refused`, { timeout: 20_000 }, async () => {
+    it(`${h.name}: a host key other than the known_hosts one is refused`, { timeout: 20_000 }, async () => {
       const known = knownHostKeys(h.knownHostsPath, h.address, h.port)[0];
       assert.ok(known);
       const wrong = Buffer.from(known);
@@ -234,14 +234,14 @@ if (!existsSync(indexPath)) {
       );
     });
 
-    test(`${h.name}: virsh over qemu+ssh prints the daemon version`, { timeout: 60_000 }, async () => {
+    it(`${h.name}: virsh over qemu+ssh prints the daemon version`, { timeout: 60_000 }, async () => {
       const out = await execVirsh(h.virshUri);
       assert.match(out, /Running against daemon: \d+\.\d+\.\d+/);
     });
 
     if (h.virshLibsshUri) {
       const uri = h.virshLibsshUri;
-      test(
+      it(
         `${h.name}: virsh over qemu+libssh (known_hosts checked) prints the daemon version`,
         { timeout: 60_000 },
         async () => {

@@ -5,7 +5,7 @@
  * host) on the dev server against a test host.
  */
 import assert from 'node:assert/strict';
-import { after, before, test } from 'node:test';
+import { after, before, it } from 'node:test';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
@@ -37,7 +37,7 @@ after(async () => {
   await client?.connection.close();
 });
 
-test('libvirt call spans are children of the activity span that made them', { timeout: 120_000 }, async () => {
+it('libvirt call spans are children of the activity span that made them', { timeout: 120_000 }, async () => {
   const run = Date.now().toString(36);
   const host = loadTestHosts()[0]!;
   const config = fleetConfig({

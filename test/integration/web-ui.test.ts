@@ -12,7 +12,7 @@ import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { after, before, test } from 'node:test';
+import { after, before, it } from 'node:test';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import {
@@ -75,7 +75,7 @@ async function chromium(...args: string[]): Promise<{ stdout: string; stderr: st
   });
 }
 
-test(
+it(
   'the Web UI lists a Running proxy under a filter on its search attributes, and a screenshot is kept',
   { timeout: 240_000 },
   async () => {

@@ -9,7 +9,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { after, before, test } from 'node:test';
+import { after, before, it } from 'node:test';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
 import { connectClient, PROJECT_ROOT, uniqueId } from '../support/temporal.ts';
 import { HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
@@ -26,7 +26,7 @@ after(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
-test('--help lists every option and exits 0', async () => {
+it('--help lists every option and exits 0', async () => {
   const { stdout } = await pexec(process.execPath, [WORKER, '--help'], { timeout: 30_000 });
   for (const option of [
     '--providers',
@@ -40,7 +40,7 @@ test('--help lists every option and exits 0', async () => {
   }
 });
 
-test('a bad providers file exits 2 with one JSON line naming the field and the fix', async () => {
+it('a bad providers file exits 2 with one JSON line naming the field and the fix', async () => {
   const file = join(tmp, 'bad.yaml');
   await writeFile(file, 'providers:\n  - name: Lab\n    type: kvm2\n');
   const err = await pexec(process.execPath, [WORKER, '--providers', file], { timeout: 30_000 }).then(
@@ -59,7 +59,7 @@ test('a bad providers file exits 2 with one JSON line naming the field and the f
   assert.match(fatal.msg, /hosts/);
 });
 
-test('a running worker writes only JSON lines and stops cleanly on SIGTERM', { timeout: 120_000 }, async () => {
+it('a running worker writes only JSON lines and stops cleanly on SIGTERM', { timeout: 120_000 }, async () => {
   const run = Date.now().toString(36);
   const config = fleetConfig({
     entry: `wp${run}`,
@@ -82,7 +82,7 @@ test('a running worker writes only JSON lines and stops cleanly on SIGTERM', { t
   );
 });
 
-test('--metrics-listen serves libvirt RPC latency by procedure and link counters', { timeout: 120_000 }, async () => {
+it('--metrics-listen serves libvirt RPC latency by procedure and link counters', { timeout: 120_000 }, async () => {
   const run = Date.now().toString(36);
   const host = loadTestHosts()[0]!;
   const entry = `wm${run}`;

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { test } from 'node:test';
+import { it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { CODES } from '../../contracts/errors.ts';
 
@@ -17,7 +17,7 @@ function tsFiles(dir: string): string[] {
   );
 }
 
-test('every error code in lib/ is documented in docs/errors.md', () => {
+it('every error code in lib/ is documented in docs/errors.md', () => {
   const doc = readFileSync(join(root, 'docs/errors.md'), 'utf8');
   const codes = new Set<string>();
   for (const file of tsFiles(join(root, 'lib'))) {
@@ -33,7 +33,7 @@ test('every error code in lib/ is documented in docs/errors.md', () => {
   assert.deepEqual(missing, [], `undocumented error codes: ${missing.join(', ')}`);
 });
 
-test('every code of contracts/errors.ts CODES is documented in docs/errors.md', () => {
+it('every code of contracts/errors.ts CODES is documented in docs/errors.md', () => {
   const doc = readFileSync(join(root, 'docs/errors.md'), 'utf8');
   const codes = Object.values(CODES);
   assert.ok(codes.length >= 10, `found only ${codes.length} codes`);

@@ -74,7 +74,7 @@ function label(c: Case): string {
 /** Lint fails: a zone rule fires on the import, with the zone's message (`because`). */
 function forbidden(because: RegExp, ...cases: Case[]): void {
   for (const c of cases) {
-    void it(`forbidden: ${label(c)}`, async () => {
+    it(`forbidden: ${label(c)}`, async () => {
       const messages = await zoneMessages(c);
       assert.ok(messages.length > 0, `${label(c)} passed lint`);
       assert.ok(
@@ -88,18 +88,18 @@ function forbidden(because: RegExp, ...cases: Case[]): void {
 /** Lint passes: no zone rule fires. */
 function allowed(...cases: Case[]): void {
   for (const c of cases) {
-    void it(`allowed: ${label(c)}`, async () => {
+    it(`allowed: ${label(c)}`, async () => {
       assert.deepEqual(await zoneMessages(c), []);
     });
   }
 }
 
-void describe('ESLint import zones', () => {
+describe('ESLint import zones', () => {
   before(() => {
     eslint = new ESLint({ cwd: root, overrideConfig: tseslint.configs.disableTypeChecked });
   });
 
-  void describe('lib/ imports only lib/, contracts/ and packages, never Temporal', () => {
+  describe('lib/ imports only lib/, contracts/ and packages, never Temporal', () => {
     const file = 'lib/kvm2/zone-probe.ts';
     forbidden(
       /lib\/ (is the provider|never imports Temporal)/,
@@ -112,7 +112,7 @@ void describe('ESLint import zones', () => {
     allowed({ file, imports: 'contracts' }, { file, imports: 'lib/hostlink/pool.ts' });
   });
 
-  void describe('lib/ssh is SSH transport only', () => {
+  describe('lib/ssh is SSH transport only', () => {
     const file = 'lib/ssh/zone-probe.ts';
     forbidden(
       /lib\/ssh is SSH transport only/,
@@ -124,7 +124,7 @@ void describe('ESLint import zones', () => {
     allowed({ file, imports: 'lib/rules.ts' }, { file, imports: 'lib/log/line-logger.ts', typeOnly: true });
   });
 
-  void describe('lib/libvirt and lib/xdr know nothing of SSH, links or the provider', () => {
+  describe('lib/libvirt and lib/xdr know nothing of SSH, links or the provider', () => {
     forbidden(
       /The libvirt client runs on any Duplex/,
       { file: 'lib/libvirt/zone-probe.ts', imports: 'lib/ssh/session.ts' },
@@ -135,13 +135,13 @@ void describe('ESLint import zones', () => {
     allowed({ file: 'lib/libvirt/zone-probe.ts', imports: 'lib/xdr/index.ts' });
   });
 
-  void describe('lib/hostlink is libvirt over SSH, below the provider', () => {
+  describe('lib/hostlink is libvirt over SSH, below the provider', () => {
     const file = 'lib/hostlink/zone-probe.ts';
     forbidden(/lib\/hostlink is libvirt over SSH/, { file, imports: 'lib/kvm2/index.ts' });
     allowed({ file, imports: 'lib/ssh/dial.ts' }, { file, imports: 'lib/libvirt/client.ts' });
   });
 
-  void describe('contracts/ imports only contracts/ and @temporalio/workflow', () => {
+  describe('contracts/ imports only contracts/ and @temporalio/workflow', () => {
     const file = 'contracts/zone-probe.ts';
     forbidden(
       /contracts\/ (is what crosses|imports only its own)/,
@@ -153,7 +153,7 @@ void describe('ESLint import zones', () => {
     allowed({ file, imports: '@temporalio/workflow' }, { file, imports: someFile('contracts') });
   });
 
-  void describe('workflows/ import only @temporalio/workflow, contracts/ and activities as types', () => {
+  describe('workflows/ import only @temporalio/workflow, contracts/ and activities as types', () => {
     const file = 'workflows/proxy/zone-probe.ts';
     forbidden(
       /Workflows/,
@@ -169,7 +169,7 @@ void describe('ESLint import zones', () => {
     );
   });
 
-  void describe('api/ imports only contracts/, client/ and its own files', () => {
+  describe('api/ imports only contracts/, client/ and its own files', () => {
     const file = 'api/zone-probe.ts';
     forbidden(
       /The API (imports only|calls Temporal through client)/,
@@ -179,7 +179,7 @@ void describe('ESLint import zones', () => {
     allowed({ file, imports: 'contracts' }, { file, imports: 'client' }, { file, imports: someFile('api') });
   });
 
-  void describe('client/ imports only contracts/ and workflows as types', () => {
+  describe('client/ imports only contracts/ and workflows as types', () => {
     const file = 'client/zone-probe.ts';
     forbidden(
       /client\/ imports/,
@@ -193,13 +193,13 @@ void describe('ESLint import zones', () => {
     );
   });
 
-  void describe('activities/ never import workflows, the API or entry points', () => {
+  describe('activities/ never import workflows, the API or entry points', () => {
     const file = 'activities/zone-probe.ts';
     forbidden(/Activities import/, ...['workflows', 'api', 'workers', 'dev'].map((imports) => ({ file, imports })));
     allowed({ file, imports: 'client' }, { file, imports: 'lib/kvm2/index.ts' }, { file, imports: 'contracts' });
   });
 
-  void describe('nothing imports workers/', () => {
+  describe('nothing imports workers/', () => {
     forbidden(
       /workers\/ holds entry points/,
       { file: 'cli/zone-probe.ts', imports: 'workers' },
@@ -209,7 +209,7 @@ void describe('ESLint import zones', () => {
     allowed({ file: 'workers/zone-probe.ts', imports: 'workers' });
   });
 
-  void describe('only workers/, test/ and bench/ import dev/', () => {
+  describe('only workers/, test/ and bench/ import dev/', () => {
     forbidden(
       /dev\/ is the embedded stack/,
       { file: 'cli/zone-probe.ts', imports: 'dev' },

@@ -3,7 +3,7 @@
  * other content is debris (a reason string); a marker of a newer version is refused, never debris.
  */
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, it } from 'node:test';
 import { ImageCorruptError } from '../../lib/kvm2/errors.ts';
 import { parseMarker } from '../../lib/kvm2/images/ensure.ts';
 
@@ -20,12 +20,12 @@ const valid = {
 };
 
 describe('kvm2 image markers', () => {
-  test('a valid v1 marker is accepted, trailing NULs and whitespace ignored', () => {
+  it('a valid v1 marker is accepted, trailing NULs and whitespace ignored', () => {
     assert.deepEqual(parseMarker(JSON.stringify(valid), 'qcow2'), valid);
     assert.deepEqual(parseMarker(`${JSON.stringify(valid)}\n\0\0`, 'qcow2'), valid);
   });
 
-  test('anything else is debris, with a reason', () => {
+  it('anything else is debris, with a reason', () => {
     const bad: string[] = [
       '',
       'this is not json',
@@ -49,7 +49,7 @@ describe('kvm2 image markers', () => {
     }
   });
 
-  test('a marker of a newer version is refused (Permanent), not treated as debris', () => {
+  it('a marker of a newer version is refused (Permanent), not treated as debris', () => {
     assert.throws(
       () => parseMarker(JSON.stringify({ ...valid, v: 2 }), 'qcow2', 'base-lab-a-debian12.qcow2'),
       (err: unknown) => {

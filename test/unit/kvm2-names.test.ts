@@ -3,7 +3,7 @@
  * entry, and the identifier rule that keeps them safe in file names and XML.
  */
 import assert from 'node:assert/strict';
-import { describe, test } from 'node:test';
+import { describe, it } from 'node:test';
 import { Kvm2NameError } from '../../lib/kvm2/errors.ts';
 import { baseVolumeName, markerVolumeName } from '../../lib/kvm2/images/base-names.ts';
 import { checkIdentifier } from '../../lib/kvm2/identifier.ts';
@@ -11,19 +11,19 @@ import { isIdentifier, MAX_IDENTIFIER_LENGTH } from '../../lib/rules.ts';
 import type { ImageFormat } from '../../lib/kvm2/images/base-names.ts';
 
 describe('kvm2 volume names', () => {
-  test('base and marker names carry the entry, the key and the format', () => {
+  it('base and marker names carry the entry, the key and the format', () => {
     assert.equal(baseVolumeName('lab-a', 'debian12', 'qcow2'), 'base-lab-a-debian12.qcow2');
     assert.equal(baseVolumeName('e', 'k', 'raw'), 'base-e-k.raw');
     assert.equal(markerVolumeName('lab-a', 'debian12', 'qcow2'), 'base-lab-a-debian12.qcow2.marker');
     assert.equal(markerVolumeName('e', 'k', 'raw'), 'base-e-k.raw.marker');
   });
 
-  test('two entries never get the same base for one key (H4)', () => {
+  it('two entries never get the same base for one key (H4)', () => {
     assert.notEqual(baseVolumeName('lab-a', 'debian12', 'qcow2'), baseVolumeName('lab-b', 'debian12', 'qcow2'));
     assert.notEqual(baseVolumeName('lab-a', 'debian12', 'qcow2'), baseVolumeName('lab-a', 'debian12', 'raw'));
   });
 
-  test('identifiers: a lowercase letter, then lowercase letters, digits or "-"', () => {
+  it('identifiers: a lowercase letter, then lowercase letters, digits or "-"', () => {
     for (const ok of ['a', 'lab', 'lab-a', 'debian12', 'x-1-y', 'a'.repeat(MAX_IDENTIFIER_LENGTH)]) {
       assert.equal(isIdentifier(ok), true, ok);
       assert.equal(checkIdentifier('entry', ok), ok);
@@ -48,7 +48,7 @@ describe('kvm2 volume names', () => {
     for (const value of bad) assert.equal(isIdentifier(value), false, JSON.stringify(value));
   });
 
-  test('an invalid entry, key or format throws a Permanent Kvm2NameError naming the field', () => {
+  it('an invalid entry, key or format throws a Permanent Kvm2NameError naming the field', () => {
     const cases: [string, string, string, string][] = [
       ['Lab', 'k', 'raw', 'entry'],
       ['lab', 'deb/12', 'raw', 'image key'],

@@ -1,6 +1,6 @@
 /** The (state, reason) → proxy state table, row by row (literal values from libvirt.h). */
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { it } from 'node:test';
 import { proxyVmState } from '../../lib/kvm2/proxy/vm-state.ts';
 import type { ProxyVmState } from '../../lib/kvm2/proxy/vm-state.ts';
 
@@ -31,7 +31,7 @@ const rows: [number, number, ProxyVmState, string][] = [
 ];
 
 for (const [state, reason, expected, what] of rows) {
-  test(`${what} (${state}/${reason}) is ${expected}`, () => {
+  it(`${what} (${state}/${reason}) is ${expected}`, () => {
     assert.equal(proxyVmState(state, reason), expected);
   });
 }

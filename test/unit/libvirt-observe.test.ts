@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
-import { test } from 'node:test';
+import { it } from 'node:test';
 import { SpanStatusCode } from '@opentelemetry/api';
 import type { Attributes, Span, SpanOptions, Tracer } from '@opentelemetry/api';
 import { pino } from 'pino';
@@ -65,7 +65,7 @@ function capture(): { logger: pino.Logger; lines: () => Record<string, unknown>[
   };
 }
 
-test('a successful call gives one span and one info line with procedure, serial, duration and bytes', () => {
+it('a successful call gives one span and one info line with procedure, serial, duration and bytes', () => {
   const spans: RecordedSpan[] = [];
   const { logger, lines } = capture();
   const observer = tracingObserver({ logger, tracer: recordingTracer(spans), attributes: { host: 'h1' } });
@@ -92,7 +92,7 @@ test('a successful call gives one span and one info line with procedure, serial,
   assert.match(String(line.time), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/, 'RFC 3339 timestamp');
 });
 
-test('a failed call records the exception, an error status, and a warn line with the kind', () => {
+it('a failed call records the exception, an error status, and a warn line with the kind', () => {
   const spans: RecordedSpan[] = [];
   const { logger, lines } = capture();
   const observer = tracingObserver({ logger, tracer: recordingTracer(spans) });
@@ -114,7 +114,7 @@ test('a failed call records the exception, an error status, and a warn line with
   assert.equal(second!.proc, 'STORAGE_POOL_GET_INFO');
 });
 
-test('an upload is observed as a whole: one stream line with the bytes sent', async () => {
+it('an upload is observed as a whole: one stream line with the bytes sent', async () => {
   const { pairWithPeer } = await import('../support/fake-daemon.ts');
   const { LibvirtConnection } = await import('../../lib/libvirt/connection.ts');
   const { uploadStream } = await import('../../lib/libvirt/upload.ts');

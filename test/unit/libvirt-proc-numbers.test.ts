@@ -4,7 +4,7 @@
  * procedure on the daemon, so each is checked here rather than trusted.
  */
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { it } from 'node:test';
 import { Proc } from '../../lib/libvirt/constants.ts';
 
 const FROM_REMOTE_PROTOCOL_X: Record<string, number> = {
@@ -48,6 +48,6 @@ const FROM_REMOTE_PROTOCOL_X: Record<string, number> = {
   DOMAIN_INTERFACE_ADDRESSES: 353,
 };
 
-test('every procedure the client sends has its number from remote_protocol.x', () => {
+it('every procedure the client sends has its number from remote_protocol.x', () => {
   assert.deepEqual({ ...Proc }, FROM_REMOTE_PROTOCOL_X);
 });

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { test } from 'node:test';
+import { it } from 'node:test';
 import { Worker } from '@temporalio/worker';
 import type { ReplayResult } from '@temporalio/worker';
 import { createLogger } from '../../lib/log/logger.ts';
@@ -48,7 +48,7 @@ function loadHistories(): RecordedHistory[] {
     });
 }
 
-test('every recorded history replays against the current workflows without a determinism violation', async () => {
+it('every recorded history replays against the current workflows without a determinism violation', async () => {
   const histories = loadHistories();
   for (const name of REQUIRED) {
     assert.ok(

@@ -16,8 +16,8 @@ const ssh2Error = (message: string, props: Partial<Ssh2Error>): Ssh2Error => Obj
 const dial = { where: 'h:22', phase: 'dial' } as const;
 const session = { where: 'h:22', phase: 'session' } as const;
 
-void describe('classifyClientError', () => {
-  void it('maps client-authentication to SshAuthError (Permanent)', () => {
+describe('classifyClientError', () => {
+  it('maps client-authentication to SshAuthError (Permanent)', () => {
     const e = classifyClientError(
       ssh2Error('All configured authentication methods failed', { level: 'client-authentication' }),
       dial,
@@ -25,7 +25,7 @@ void describe('classifyClientError', () => {
     assert.ok(e instanceof SshAuthError);
     assert.equal(e.kind, 'Permanent');
   });
-  void it('maps client-timeout to a ready timeout before auth and a keepalive timeout after', () => {
+  it('maps client-timeout to a ready timeout before auth and a keepalive timeout after', () => {
     const before = classifyClientError(
       ssh2Error('Timed out while waiting for handshake', { level: 'client-timeout' }),
       dial,
@@ -36,7 +36,7 @@ void describe('classifyClientError', () => {
     assert.equal(afterAuth.code, 'SSH_KEEPALIVE_TIMEOUT');
     assert.equal(afterAuth.kind, 'Transient');
   });
-  void it('maps socket errors and lost connections to SSH_CONNECTION_LOST (Transient)', () => {
+  it('maps socket errors and lost connections to SSH_CONNECTION_LOST (Transient)', () => {
     const a = classifyClientError(
       ssh2Error('read ECONNRESET', { level: 'client-socket', code: 'ECONNRESET' }),
       session,
@@ -49,12 +49,12 @@ void describe('classifyClientError', () => {
     }
     assert.match(a.message, /ECONNRESET/);
   });
-  void it('maps key exchange failures to SshHandshakeError (Permanent)', () => {
+  it('maps key exchange failures to SshHandshakeError (Permanent)', () => {
     const e = classifyClientError(ssh2Error('Handshake failed: no matching cipher', { level: 'handshake' }), dial);
     assert.ok(e instanceof SshHandshakeError);
     assert.equal(e.kind, 'Permanent');
   });
-  void it('maps a server DISCONNECT during auth mentioning auth to SshAuthError, otherwise to a lost connection', () => {
+  it('maps a server DISCONNECT during auth mentioning auth to SshAuthError, otherwise to a lost connection', () => {
     assert.ok(
       classifyClientError(ssh2Error('Too many authentication failures', { code: 2 }), dial) instanceof SshAuthError,
     );
@@ -63,9 +63,9 @@ void describe('classifyClientError', () => {
   });
 });
 
-void describe('classifyOpenError', () => {
+describe('classifyOpenError', () => {
   const ctx = { socketPath: '/var/run/libvirt/libvirt-sock', where: 'h:22', user: 'virt' };
-  void it('maps reason 1 (administratively prohibited, older OpenSSH) to SshForwardingRefusedError with the remedy', () => {
+  it('maps reason 1 (administratively prohibited, older OpenSSH) to SshForwardingRefusedError with the remedy', () => {
     const e = classifyOpenError(ssh2Error('(SSH) Channel open failure: open failed', { reason: 1 }), ctx);
     assert.ok(e instanceof SshForwardingRefusedError);
     assert.equal(e.kind, 'Permanent');
@@ -73,11 +73,11 @@ void describe('classifyOpenError', () => {
     assert.match(e.message, /AllowStreamLocalForwarding yes/);
     assert.match(e.message, /\/var\/run\/libvirt\/libvirt-sock/);
   });
-  void it('maps the text "administratively prohibited" to SshForwardingRefusedError', () => {
+  it('maps the text "administratively prohibited" to SshForwardingRefusedError', () => {
     const e = classifyOpenError(ssh2Error('(SSH) Channel open failure: administratively prohibited', {}), ctx);
     assert.ok(e instanceof SshForwardingRefusedError);
   });
-  void it('maps reason 2 "open failed" (modern OpenSSH: refusal or missing socket) to a Transient error naming both causes', () => {
+  it('maps reason 2 "open failed" (modern OpenSSH: refusal or missing socket) to a Transient error naming both causes', () => {
     const e = classifyOpenError(ssh2Error('(SSH) Channel open failure: open failed', { reason: 2 }), ctx);
     assert.ok(e instanceof SshChannelOpenError);
     assert.equal(e.kind, 'Transient');

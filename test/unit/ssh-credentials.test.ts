@@ -30,7 +30,7 @@ async function rejectsCredentials(p: Promise<unknown>, ...patterns: RegExp[]): P
   return err;
 }
 
-void describe('loadPrivateKey', () => {
+describe('loadPrivateKey', () => {
   let dir = '';
   before(async () => {
     dir = await mkdtemp(join(tmpdir(), 'ep-creds-'));
@@ -49,7 +49,7 @@ void describe('loadPrivateKey', () => {
     ['ecdsa', true],
     ['rsa', true],
   ] as const) {
-    void it(`loads an unencrypted ${type} key in ${pem ? 'PEM' : 'OpenSSH'} format`, async () => {
+    it(`loads an unencrypted ${type} key in ${pem ? 'PEM' : 'OpenSSH'} format`, async () => {
       const key = await generateKey(join(dir, `plain-${type}-${pem}`), type, { pem });
       const parsed = await loadPrivateKey(key.privatePath);
       assert.ok(parsed.isPrivateKey());
@@ -61,7 +61,7 @@ void describe('loadPrivateKey', () => {
     ['ed25519', false],
     ['rsa', true],
   ] as const) {
-    void it(`decrypts an encrypted ${type} ${pem ? 'PEM' : 'OpenSSH'} key with the passphrase file`, async () => {
+    it(`decrypts an encrypted ${type} ${pem ? 'PEM' : 'OpenSSH'} key with the passphrase file`, async () => {
       const key = await generateKey(join(dir, `enc-${type}-${pem}`), type, { passphrase: PASSPHRASE, pem });
       const parsed = await loadPrivateKey(key.privatePath, join(dir, 'pass'));
       assert.equal(fingerprintSha256(parsed.getPublicSSH()), await sshKeygenFingerprint(key.publicPath));
@@ -76,7 +76,7 @@ void describe('loadPrivateKey', () => {
     });
   }
 
-  void it('names a missing key file and the field to fix', async () => {
+  it('names a missing key file and the field to fix', async () => {
     await rejectsCredentials(
       loadPrivateKey(join(dir, 'nope')),
       /SSH private key file .*nope does not exist/,
@@ -84,7 +84,7 @@ void describe('loadPrivateKey', () => {
     );
   });
 
-  void it('names a missing passphrase file', async () => {
+  it('names a missing passphrase file', async () => {
     const key = await generateKey(join(dir, 'for-missing-pass'));
     await rejectsCredentials(
       loadPrivateKey(key.privatePath, join(dir, 'nopass')),
@@ -93,7 +93,7 @@ void describe('loadPrivateKey', () => {
     );
   });
 
-  void it('refuses a directory, a public key, a PKCS#8 key and garbage with a fix', async () => {
+  it('refuses a directory, a public key, a PKCS#8 key and garbage with a fix', async () => {
     await rejectsCredentials(loadPrivateKey(dir), /is a directory/);
     const key = await generateKey(join(dir, 'pub-only'));
     await rejectsCredentials(loadPrivateKey(key.publicPath), /public key, not a private key/);
@@ -104,7 +104,7 @@ void describe('loadPrivateKey', () => {
     await rejectsCredentials(loadPrivateKey(join(dir, 'garbage')), /cannot be used/);
   });
 
-  void it('names an unreadable key file (as root, checked in a child running as nobody)', async (t) => {
+  it('names an unreadable key file (as root, checked in a child running as nobody)', async (t) => {
     const key = await generateKey(join(dir, 'unreadable'));
     await chmod(key.privatePath, 0o000);
     if (process.getuid?.() !== 0) {
@@ -132,7 +132,7 @@ void describe('loadPrivateKey', () => {
   });
 });
 
-void describe('loadCredentials', () => {
+describe('loadCredentials', () => {
   let dir = '';
   let target: SshTarget;
   before(async () => {
@@ -151,7 +151,7 @@ void describe('loadCredentials', () => {
     await rm(dir, { recursive: true, force: true });
   });
 
-  void it('re-reads the key file on every call (a rotated key is picked up)', async () => {
+  it('re-reads the key file on every call (a rotated key is picked up)', async () => {
     const first = await loadCredentials(target);
     const rotated = await generateKey(join(dir, 'id'));
     const second = await loadCredentials(target);
@@ -163,18 +163,18 @@ void describe('loadCredentials', () => {
     assert.equal(fingerprintSha256(second.privateKey.getPublicSSH()), fingerprintSha256(rotated.blob));
   });
 
-  void it('re-reads known_hosts on every call', async () => {
+  it('re-reads known_hosts on every call', async () => {
     assert.equal((await loadCredentials(target)).knownHosts.entries.length, 0);
     const key = await generateKey(join(dir, 'hostkey'));
     await writeFile(target.knownHostsPath, `[127.0.0.1]:2222 ${key.publicLine}\n`);
     assert.equal((await loadCredentials(target)).knownHosts.entries.length, 1);
   });
 
-  void it('requires a key or an agent', async () => {
+  it('requires a key or an agent', async () => {
     await rejectsCredentials(loadCredentials({ ...target, keyPath: undefined }), /set keyPath .* or agentSocket/);
   });
 
-  void it('names a missing known_hosts file and how to fill it, unless new host keys are accepted', async () => {
+  it('names a missing known_hosts file and how to fill it, unless new host keys are accepted', async () => {
     const missing = { ...target, knownHostsPath: join(dir, 'missing_known_hosts') };
     await rejectsCredentials(
       loadCredentials(missing),
@@ -186,7 +186,7 @@ void describe('loadCredentials', () => {
     assert.deepEqual(creds.knownHosts.entries, []);
   });
 
-  void it('resolves the agent socket from SSH_AUTH_SOCK at call time, and checks it is a socket', async () => {
+  it('resolves the agent socket from SSH_AUTH_SOCK at call time, and checks it is a socket', async () => {
     await rejectsCredentials(loadCredentials({ ...target, agentSocket: true }, {}), /SSH_AUTH_SOCK is not set/);
     await rejectsCredentials(
       loadCredentials({ ...target, agentSocket: true }, { SSH_AUTH_SOCK: join(dir, 'nosock') }),

@@ -47,8 +47,8 @@ const HASHED_IP_2222 = `|1|0CUMAsWenGsrtgSFCpcNxL8KFGg=|9jhqdaAmB6/Gg+w1e7gH/8kj
 const blob = (b64: string): Buffer => Buffer.from(b64, 'base64');
 const parse = (text: string) => parseKnownHosts(text).entries;
 
-void describe('fingerprintSha256', () => {
-  void it('matches ssh-keygen -lf for every supported key type', () => {
+describe('fingerprintSha256', () => {
+  it('matches ssh-keygen -lf for every supported key type', () => {
     assert.equal(fingerprintSha256(blob(ED25519)), ED25519_FP);
     assert.equal(fingerprintSha256(blob(P256)), P256_FP);
     assert.equal(fingerprintSha256(blob(P384)), P384_FP);
@@ -57,21 +57,21 @@ void describe('fingerprintSha256', () => {
   });
 });
 
-void describe('keyTypeOfBlob', () => {
-  void it('reads the type string at the head of a key blob', () => {
+describe('keyTypeOfBlob', () => {
+  it('reads the type string at the head of a key blob', () => {
     assert.equal(keyTypeOfBlob(blob(ED25519)), 'ssh-ed25519');
     assert.equal(keyTypeOfBlob(blob(P521)), 'ecdsa-sha2-nistp521');
     assert.equal(keyTypeOfBlob(blob(RSA)), 'ssh-rsa');
   });
-  void it('rejects truncated or absurd blobs', () => {
+  it('rejects truncated or absurd blobs', () => {
     assert.equal(keyTypeOfBlob(Buffer.alloc(3)), undefined);
     assert.equal(keyTypeOfBlob(Buffer.from([0, 0, 0, 20, 0x61])), undefined);
     assert.equal(keyTypeOfBlob(Buffer.from([0xff, 0xff, 0xff, 0xff, 0x61])), undefined);
   });
 });
 
-void describe('host patterns', () => {
-  void it('matches * and ? wildcards like OpenSSH match_pattern', () => {
+describe('host patterns', () => {
+  it('matches * and ? wildcards like OpenSSH match_pattern', () => {
     assert.ok(matchPattern('web1.example.test', '*.example.test'));
     assert.ok(matchPattern('web1.example.test', 'web?.example.test'));
     assert.ok(!matchPattern('web10.example.test', 'web?.example.test'));
@@ -82,24 +82,24 @@ void describe('host patterns', () => {
     assert.ok(matchPattern('[10.0.0.1]:2222', '[10.0.0.*]:2222'));
     assert.ok(!matchPattern('[10.0.0.1]:2223', '[10.0.0.*]:2222'));
   });
-  void it('lets a negated pattern veto any positive match, and needs one positive', () => {
+  it('lets a negated pattern veto any positive match, and needs one positive', () => {
     const list = ['*.example.test', '!db.example.test'];
     assert.ok(matchHostPatterns('web.example.test', list));
     assert.ok(!matchHostPatterns('db.example.test', list));
     assert.ok(!matchHostPatterns('other.test', ['!db.example.test']));
   });
-  void it('is case-insensitive', () => {
+  it('is case-insensitive', () => {
     assert.ok(matchHostPatterns('WEB.Example.Test', ['web.example.TEST']));
   });
-  void it('names port 22 bare and other ports as [host]:port', () => {
+  it('names port 22 bare and other ports as [host]:port', () => {
     assert.equal(knownHostsName('Host.Example', 22), 'host.example');
     assert.equal(knownHostsName('10.0.0.1', 2222), '[10.0.0.1]:2222');
     assert.equal(knownHostsName('::1', 2222), '[::1]:2222');
   });
 });
 
-void describe('parseKnownHosts', () => {
-  void it('skips comments and blank lines, accepts CRLF, keeps line numbers and comments', () => {
+describe('parseKnownHosts', () => {
+  it('skips comments and blank lines, accepts CRLF, keeps line numbers and comments', () => {
     const text = `# a comment\r\n\r\n   \nhost.test ssh-ed25519 ${ED25519} my comment here\r\n  # indented comment\n`;
     const { entries, invalid } = parseKnownHosts(text);
     assert.deepEqual(invalid, []);
@@ -108,13 +108,13 @@ void describe('parseKnownHosts', () => {
     assert.equal(entries[0]?.comment, 'my comment here');
     assert.equal(entries[0]?.marker, null);
   });
-  void it('parses markers and comma lists', () => {
+  it('parses markers and comma lists', () => {
     const [revoked, ca] = parse(`@revoked a,b ssh-rsa ${RSA}\n@cert-authority *.test ssh-ed25519 ${ED25519}\n`);
     assert.equal(revoked?.marker, 'revoked');
     assert.deepEqual(revoked?.names, { kind: 'patterns', patterns: ['a', 'b'] });
     assert.equal(ca?.marker, 'cert-authority');
   });
-  void it('reports malformed lines instead of throwing', () => {
+  it('reports malformed lines instead of throwing', () => {
     const text = [
       `@bogus host ssh-ed25519 ${ED25519}`,
       'host ssh-ed25519',
@@ -135,8 +135,8 @@ void describe('parseKnownHosts', () => {
   });
 });
 
-void describe('hashed entries', () => {
-  void it('hashes like ssh-keygen -H: |1|base64(salt)|base64(HMAC-SHA1(salt, name))', () => {
+describe('hashed entries', () => {
+  it('hashes like ssh-keygen -H: |1|base64(salt)|base64(HMAC-SHA1(salt, name))', () => {
     const salt = Buffer.from(Array.from({ length: 20 }, (_, i) => i + 1));
     const expectedHash = createHmac('sha1', salt).update('[web.example.test]:2200').digest('base64');
     const field = hashHostName('[web.example.test]:2200', salt);
@@ -146,7 +146,7 @@ void describe('hashed entries', () => {
     assert.equal(verifyHostKey(entries, 'web.example.test', 22, blob(ED25519)).ok, false);
     assert.equal(verifyHostKey(entries, 'other.example.test', 2200, blob(ED25519)).ok, false);
   });
-  void it('matches lines hashed by the real ssh-keygen -H, and only their hosts', () => {
+  it('matches lines hashed by the real ssh-keygen -H, and only their hosts', () => {
     const entries = parse(`${HASHED_PROXYHOST}\n${HASHED_IP_2222}\n`);
     assert.deepEqual(verifyHostKey(entries, 'proxyhost.example.test', 22, blob(ED25519)), { ok: true });
     assert.deepEqual(verifyHostKey(entries, 'PROXYHOST.example.test', 22, blob(ED25519)), { ok: true });
@@ -158,7 +158,7 @@ void describe('hashed entries', () => {
   });
 });
 
-void describe('verifyHostKey', () => {
+describe('verifyHostKey', () => {
   const kh = [
     `web.example.test,web-alias.example.test ssh-ed25519 ${ED25519}`,
     `[10.0.0.5]:2222 ecdsa-sha2-nistp256 ${P256}`,
@@ -169,19 +169,19 @@ void describe('verifyHostKey', () => {
   ].join('\n');
   const entries = parse(kh);
 
-  void it('accepts the recorded key for a plain name, an alias, a [host]:port and a wildcard', () => {
+  it('accepts the recorded key for a plain name, an alias, a [host]:port and a wildcard', () => {
     assert.deepEqual(verifyHostKey(entries, 'web.example.test', 22, blob(ED25519)), { ok: true });
     assert.deepEqual(verifyHostKey(entries, 'web-alias.example.test', 22, blob(ED25519)), { ok: true });
     assert.deepEqual(verifyHostKey(entries, '10.0.0.5', 2222, blob(P256)), { ok: true });
     assert.deepEqual(verifyHostKey(entries, 'n1.fleet.test', 22, blob(RSA)), { ok: true });
   });
-  void it('does not apply a port-22 entry to another port, nor a [host]:port entry to port 22', () => {
+  it('does not apply a port-22 entry to another port, nor a [host]:port entry to port 22', () => {
     const a = verifyHostKey(entries, 'web.example.test', 2222, blob(ED25519));
     assert.equal(a.ok === false && a.reason, 'unknown');
     const b = verifyHostKey(entries, '10.0.0.5', 22, blob(P256));
     assert.equal(b.ok === false && b.reason, 'unknown');
   });
-  void it('reports an unknown host with the presented fingerprint', () => {
+  it('reports an unknown host with the presented fingerprint', () => {
     assert.deepEqual(verifyHostKey(entries, 'new.example.test', 22, blob(ED25519)), {
       ok: false,
       reason: 'unknown',
@@ -190,11 +190,11 @@ void describe('verifyHostKey', () => {
       expected: [],
     });
   });
-  void it('honours negation: a negated host is unknown, not matched by the wildcard', () => {
+  it('honours negation: a negated host is unknown, not matched by the wildcard', () => {
     const v = verifyHostKey(entries, 'bad.fleet.test', 22, blob(RSA));
     assert.equal(v.ok === false && v.reason, 'unknown');
   });
-  void it('reports a mismatch with the presented and expected fingerprints', () => {
+  it('reports a mismatch with the presented and expected fingerprints', () => {
     assert.deepEqual(verifyHostKey(entries, 'web.example.test', 22, blob(P256)), {
       ok: false,
       reason: 'mismatch',
@@ -203,11 +203,11 @@ void describe('verifyHostKey', () => {
       expected: [`ssh-ed25519 ${ED25519_FP}`],
     });
   });
-  void it('treats a known host presenting a key of another type as a mismatch', () => {
+  it('treats a known host presenting a key of another type as a mismatch', () => {
     const v = verifyHostKey(entries, 'n1.fleet.test', 22, blob(ED25519));
     assert.equal(v.ok === false && v.reason, 'mismatch');
   });
-  void it('refuses a revoked key even where a plain entry lists the same key', () => {
+  it('refuses a revoked key even where a plain entry lists the same key', () => {
     const v = verifyHostKey(entries, 'listed-and-revoked.test', 22, blob(P384));
     assert.deepEqual(v, {
       ok: false,
@@ -217,23 +217,23 @@ void describe('verifyHostKey', () => {
       expected: [],
     });
   });
-  void it('applies @revoked only to hosts its pattern matches', () => {
+  it('applies @revoked only to hosts its pattern matches', () => {
     const only = parse(`@revoked other.test ssh-ed25519 ${ED25519}\nweb.test ssh-ed25519 ${ED25519}\n`);
     assert.deepEqual(verifyHostKey(only, 'web.test', 22, blob(ED25519)), { ok: true });
   });
-  void it('never takes a @cert-authority key for a plain host key', () => {
+  it('never takes a @cert-authority key for a plain host key', () => {
     const v = verifyHostKey(entries, 'ca.test', 22, blob(P521));
     assert.equal(v.ok === false && v.reason, 'unknown');
     assert.deepEqual(knownKeyTypes(entries, 'ca.test', 22), []);
   });
-  void it('lists the key types recorded for a host (for host key algorithm ordering)', () => {
+  it('lists the key types recorded for a host (for host key algorithm ordering)', () => {
     assert.deepEqual(knownKeyTypes(entries, 'n1.fleet.test', 22), ['ssh-rsa']);
     assert.deepEqual(knownKeyTypes(entries, 'listed-and-revoked.test', 22), ['ecdsa-sha2-nistp384']);
   });
 });
 
-void describe('recording keys', () => {
-  void it('formats plain and hashed lines that verify', () => {
+describe('recording keys', () => {
+  it('formats plain and hashed lines that verify', () => {
     const plain = formatKnownHostsLine('Web.Test', 2222, blob(ED25519));
     assert.equal(plain, `[web.test]:2222 ssh-ed25519 ${ED25519}`);
     const salt = Buffer.alloc(20, 9);
@@ -243,7 +243,7 @@ void describe('recording keys', () => {
     assert.deepEqual(verifyHostKey(parse(plain), 'web.test', 2222, blob(ED25519)), { ok: true });
     assert.throws(() => formatKnownHostsLine('h', 22, Buffer.alloc(2)), TypeError);
   });
-  void it('appends to a file, adding a missing final newline first, and creates a missing file', async () => {
+  it('appends to a file, adding a missing final newline first, and creates a missing file', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'ep-kh-'));
     try {
       const path = join(dir, 'known_hosts');

@@ -4,9 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
-import { test } from 'node:test';
+import { it } from 'node:test';
 
-test("ssh2's native crypto addon loads in this Node", () => {
+it("ssh2's native crypto addon loads in this Node", () => {
   const require = createRequire(import.meta.url);
   const binding = require('ssh2/lib/protocol/crypto/build/Release/sshcrypto.node') as Record<string, unknown>;
   assert.equal(typeof binding.AESGCMCipher, 'function', 'AES-GCM from the native addon');

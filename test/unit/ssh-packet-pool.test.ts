@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { Socket } from 'node:net';
 import { PassThrough } from 'node:stream';
-import { test } from 'node:test';
+import { it } from 'node:test';
 import { OutgoingPacketPool } from '../../lib/ssh/packet-pool.ts';
 
 interface CipherInfo {
@@ -32,7 +32,7 @@ const crypto = require('ssh2/lib/protocol/crypto.js') as {
 };
 
 for (const name of ['aes128-gcm@openssh.com', 'chacha20-poly1305@openssh.com']) {
-  test(`pooled ${name} packets decrypt to the payloads sent, and their buffers are reused`, async () => {
+  it(`pooled ${name} packets decrypt to the payloads sent, and their buffers are reused`, async () => {
     const info = crypto.CIPHER_INFO[name]!;
     const key = randomBytes(info.keyLen);
     const iv = info.ivLen ? randomBytes(info.ivLen) : undefined;
@@ -82,7 +82,7 @@ for (const name of ['aes128-gcm@openssh.com', 'chacha20-poly1305@openssh.com']) 
   });
 }
 
-test('a cipher of unknown layout keeps its own allocation', () => {
+it('a cipher of unknown layout keeps its own allocation', () => {
   const pool = new OutgoingPacketPool();
   const own = (n: number): Buffer => Buffer.alloc(n);
   class GenericCipherBinding {

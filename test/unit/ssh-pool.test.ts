@@ -117,7 +117,7 @@ class FakeLibvirtd {
   }
 }
 
-void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a scripted libvirtd', () => {
+describe('HostLinks (pooled link and call slots) over a throwaway sshd to a scripted libvirtd', () => {
   let sshd: ThrowawaySshd;
   let daemon: FakeLibvirtd;
   let tarpit: TestServer;
@@ -168,13 +168,13 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     await sshd.stop();
   });
 
-  void it('refuses a maxConcurrentCalls that is not a positive integer', () => {
+  it('refuses a maxConcurrentCalls that is not a positive integer', () => {
     for (const bad of [0, -1, 1.5, Number.NaN]) {
       assert.throws(() => new HostLinks(target(), { maxConcurrentCalls: bad }), RangeError);
     }
   });
 
-  void it('answers a call, then reuses the pooled link (one dial, one daemon connection)', T, async () => {
+  it('answers a call, then reuses the pooled link (one dial, one daemon connection)', T, async () => {
     daemon.autoAnswer = true;
     try {
       const h = links();
@@ -189,7 +189,7 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     }
   });
 
-  void it('concurrent first calls share one dial', T, async () => {
+  it('concurrent first calls share one dial', T, async () => {
     daemon.autoAnswer = true;
     try {
       const h = links();
@@ -203,7 +203,7 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     }
   });
 
-  void it('never runs more than maxConcurrentCalls at once, and grants slots in FIFO order', T, async () => {
+  it('never runs more than maxConcurrentCalls at once, and grants slots in FIFO order', T, async () => {
     const h = links({ maxConcurrentCalls: 2 });
     const started: string[] = [];
     const calls = ['a', 'b', 'c', 'd', 'e'].map((l) => tracked(h, l, started));
@@ -225,35 +225,31 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     assert.deepEqual({ inFlight: h.stats().inFlight, queued: h.stats().queued }, { inFlight: 0, queued: 0 });
   });
 
-  void it(
-    'bounds the queue wait by the call budget: SshPoolQueueTimeoutError, Transient; fn never runs',
-    T,
-    async () => {
-      const h = links({ maxConcurrentCalls: 1 });
-      const started: string[] = [];
-      const busy = tracked(h, 'busy', started);
-      await daemon.waitHeld(1);
-      const t0 = performance.now();
-      const err = await rejectionOf(tracked(h, 'late', started, 300));
-      const waited = performance.now() - t0;
-      assert.ok(err instanceof SshPoolQueueTimeoutError, String(err));
-      assert.equal(err.code, 'SSH_POOL_QUEUE_TIMEOUT');
-      assert.equal(errorKind(err), 'Transient');
-      assert.ok(waited >= 280 && waited < 1_500, `waited ${waited} ms`);
-      assert.deepEqual(started, ['busy']);
-      assert.equal(h.stats().queued, 0);
-      daemon.release();
-      assert.equal(await busy, LIB_VERSION);
-      // The slot is free again and the link alive: the next call runs at once.
-      const next = tracked(h, 'next', started);
-      await daemon.waitHeld(1);
-      daemon.release();
-      assert.equal(await next, LIB_VERSION);
-      assert.equal(h.stats().dials, 1);
-    },
-  );
+  it('bounds the queue wait by the call budget: SshPoolQueueTimeoutError, Transient; fn never runs', T, async () => {
+    const h = links({ maxConcurrentCalls: 1 });
+    const started: string[] = [];
+    const busy = tracked(h, 'busy', started);
+    await daemon.waitHeld(1);
+    const t0 = performance.now();
+    const err = await rejectionOf(tracked(h, 'late', started, 300));
+    const waited = performance.now() - t0;
+    assert.ok(err instanceof SshPoolQueueTimeoutError, String(err));
+    assert.equal(err.code, 'SSH_POOL_QUEUE_TIMEOUT');
+    assert.equal(errorKind(err), 'Transient');
+    assert.ok(waited >= 280 && waited < 1_500, `waited ${waited} ms`);
+    assert.deepEqual(started, ['busy']);
+    assert.equal(h.stats().queued, 0);
+    daemon.release();
+    assert.equal(await busy, LIB_VERSION);
+    // The slot is free again and the link alive: the next call runs at once.
+    const next = tracked(h, 'next', started);
+    await daemon.waitHeld(1);
+    daemon.release();
+    assert.equal(await next, LIB_VERSION);
+    assert.equal(h.stats().dials, 1);
+  });
 
-  void it('the budget covers the queue wait: fn receives what is left of it', T, async () => {
+  it('the budget covers the queue wait: fn receives what is left of it', T, async () => {
     const h = links({ maxConcurrentCalls: 1 });
     const busy = tracked(h, 'busy', []);
     await daemon.waitHeld(1);
@@ -274,7 +270,7 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     assert.ok(given !== undefined && given <= 1_550 && given > 500, `fn got ${given} ms`);
   });
 
-  void it('a queued call whose signal fires leaves the queue at once; others keep their place', T, async () => {
+  it('a queued call whose signal fires leaves the queue at once; others keep their place', T, async () => {
     const h = links({ maxConcurrentCalls: 1 });
     const started: string[] = [];
     const busy = tracked(h, 'busy', started);
@@ -302,7 +298,7 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     assert.equal(h.stats().dials, 1);
   });
 
-  void it('a call whose signal is already aborted fails at once instead of waiting in the queue', T, async () => {
+  it('a call whose signal is already aborted fails at once instead of waiting in the queue', T, async () => {
     const h = links({ maxConcurrentCalls: 1 });
     const busy = tracked(h, 'busy', []);
     await daemon.waitHeld(1);
@@ -319,7 +315,7 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     await busy;
   });
 
-  void it('a slot is released when fn throws, and the next queued call runs', T, async () => {
+  it('a slot is released when fn throws, and the next queued call runs', T, async () => {
     const h = links({ maxConcurrentCalls: 1 });
     const boom = h.call(async () => {
       await sleep(50);
@@ -333,7 +329,7 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     assert.equal(h.stats().inFlight, 0);
   });
 
-  void it(
+  it(
     'close() fails queued callers with SshPoolClosedError, kills the running call, refuses new ones without dialing',
     T,
     async () => {
@@ -363,7 +359,7 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     },
   );
 
-  void it('a dead pooled link is replaced on next use; its running calls are rejected at once', T, async () => {
+  it('a dead pooled link is replaced on next use; its running calls are rejected at once', T, async () => {
     const h = links();
     const first = tracked(h, 'first', []);
     await daemon.waitHeld(1);
@@ -385,80 +381,72 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     assert.ok(h.pooledLink !== undefined && h.pooledLink !== link);
   });
 
-  void it(
-    'reports dials, a death with its reason, and the redial that replaces the pooled link, as events',
-    T,
-    async () => {
-      daemon.autoAnswer = true;
-      try {
-        const h = links();
-        const seen: string[] = [];
-        const deaths: LinkDeathEvent[] = [];
-        const dials: LinkDialEvent[] = [];
-        let redial: LinkRedialEvent | undefined;
-        h.on('dial', (e) => {
-          seen.push(`dial ${e.purpose}${e.error ? ' failed' : ''}`);
-          dials.push(e);
-        });
-        h.on('death', (e) => {
-          seen.push(`death ${e.purpose}`);
-          deaths.push(e);
-        });
-        h.on('redial', (e) => {
-          seen.push('redial');
-          redial = e;
-        });
-        assert.equal(await h.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }), LIB_VERSION);
-        const reason = new Error('keepalive timeout (test)');
-        h.pooledLink!.markDead(reason);
-        await until(() => deaths.length === 1, 1_000, 'death event');
-        assert.equal(deaths[0]!.reason, reason);
-        assert.ok(deaths[0]!.ageMs >= 0);
-        assert.equal(await h.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }), LIB_VERSION);
-        assert.equal(redial?.previousReason, reason);
-        const bulk = await h.dedicated('bulk');
-        const closing = new Error('bulk done');
-        bulk.markDead(closing);
-        await until(() => deaths.length === 2, 1_000, 'second death event');
-        assert.equal(deaths[1]!.reason, closing);
-        assert.deepEqual(seen, ['dial rpc', 'death rpc', 'redial', 'dial rpc', 'dial bulk', 'death bulk']);
-        assert.ok(dials.every((d) => d.durationMs >= 0 && d.error === undefined));
-        assert.equal(h.stats().dials, 3, 'stats() counts the same dials');
-      } finally {
-        daemon.autoAnswer = false;
-      }
-    },
-  );
+  it('reports dials, a death with its reason, and the redial that replaces the pooled link, as events', T, async () => {
+    daemon.autoAnswer = true;
+    try {
+      const h = links();
+      const seen: string[] = [];
+      const deaths: LinkDeathEvent[] = [];
+      const dials: LinkDialEvent[] = [];
+      let redial: LinkRedialEvent | undefined;
+      h.on('dial', (e) => {
+        seen.push(`dial ${e.purpose}${e.error ? ' failed' : ''}`);
+        dials.push(e);
+      });
+      h.on('death', (e) => {
+        seen.push(`death ${e.purpose}`);
+        deaths.push(e);
+      });
+      h.on('redial', (e) => {
+        seen.push('redial');
+        redial = e;
+      });
+      assert.equal(await h.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }), LIB_VERSION);
+      const reason = new Error('keepalive timeout (test)');
+      h.pooledLink!.markDead(reason);
+      await until(() => deaths.length === 1, 1_000, 'death event');
+      assert.equal(deaths[0]!.reason, reason);
+      assert.ok(deaths[0]!.ageMs >= 0);
+      assert.equal(await h.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }), LIB_VERSION);
+      assert.equal(redial?.previousReason, reason);
+      const bulk = await h.dedicated('bulk');
+      const closing = new Error('bulk done');
+      bulk.markDead(closing);
+      await until(() => deaths.length === 2, 1_000, 'second death event');
+      assert.equal(deaths[1]!.reason, closing);
+      assert.deepEqual(seen, ['dial rpc', 'death rpc', 'redial', 'dial rpc', 'dial bulk', 'death bulk']);
+      assert.ok(dials.every((d) => d.durationMs >= 0 && d.error === undefined));
+      assert.equal(h.stats().dials, 3, 'stats() counts the same dials');
+    } finally {
+      daemon.autoAnswer = false;
+    }
+  });
 
-  void it(
-    'a failed dial is reported with its error; a throwing listener becomes a warning, not a failure',
-    T,
-    async () => {
-      const warnings: Error[] = [];
-      const onWarning = (w: Error): void => void warnings.push(w);
-      process.on('warning', onWarning);
-      try {
-        const h = links({}, { socketPath: join(sshd.dir, 'no-such-socket') });
-        const failed: LinkDialEvent[] = [];
-        h.on('dial', (e) => {
-          failed.push(e);
-          throw new Error('metrics exporter broke');
-        });
-        const err = await rejectionOf(
-          h.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }),
-          6_000,
-        );
-        assert.equal(failed.length, 1);
-        assert.equal(failed[0]!.error, err, 'the event carries the error the caller got');
-        await sleep(10);
-        assert.ok(warnings.some((w) => w.message === 'metrics exporter broke'));
-      } finally {
-        process.off('warning', onWarning);
-      }
-    },
-  );
+  it('a failed dial is reported with its error; a throwing listener becomes a warning, not a failure', T, async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error): void => void warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const h = links({}, { socketPath: join(sshd.dir, 'no-such-socket') });
+      const failed: LinkDialEvent[] = [];
+      h.on('dial', (e) => {
+        failed.push(e);
+        throw new Error('metrics exporter broke');
+      });
+      const err = await rejectionOf(
+        h.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }),
+        6_000,
+      );
+      assert.equal(failed.length, 1);
+      assert.equal(failed[0]!.error, err, 'the event carries the error the caller got');
+      await sleep(10);
+      assert.ok(warnings.some((w) => w.message === 'metrics exporter broke'));
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
 
-  void it('a dial is bounded by the call budget, not only by the dial timeouts', T, async () => {
+  it('a dial is bounded by the call budget, not only by the dial timeouts', T, async () => {
     const h = links(
       { dial: { readyTimeoutMs: 5_000, connectTimeoutMs: 2_000, keepaliveIntervalMs: 0 } },
       {
@@ -477,7 +465,7 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     h.close();
   });
 
-  void it('a caller that aborts during the shared dial fails alone; the others get the link', T, async () => {
+  it('a caller that aborts during the shared dial fails alone; the others get the link', T, async () => {
     daemon.handshakeDelayMs = 150; // the handshake takes ~450 ms
     daemon.autoAnswer = true;
     try {
@@ -497,7 +485,7 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     }
   });
 
-  void it('close() aborts a dial in progress and fails its waiters with SshPoolClosedError', T, async () => {
+  it('close() aborts a dial in progress and fails its waiters with SshPoolClosedError', T, async () => {
     const h = links({}, { port: tarpit.port });
     const pending = h.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 });
     await sleep(100);
@@ -506,7 +494,7 @@ void describe('HostLinks (pooled link and call slots) over a throwaway sshd to a
     assert.ok(err instanceof SshPoolClosedError, String(err));
   });
 
-  void it('through a tarpit, a call fails at the ready timeout as a Transient SSH_READY_TIMEOUT', T, async () => {
+  it('through a tarpit, a call fails at the ready timeout as a Transient SSH_READY_TIMEOUT', T, async () => {
     const h = links(
       { dial: { readyTimeoutMs: 400, connectTimeoutMs: 2_000, keepaliveIntervalMs: 0 } },
       {

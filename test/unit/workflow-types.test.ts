@@ -4,7 +4,7 @@
  * string cannot drift from the function.
  */
 import assert from 'node:assert/strict';
-import { test } from 'node:test';
+import { it } from 'node:test';
 import { GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
 import { IMAGE_WORKFLOW_TYPE } from '../../contracts/image.ts';
 import { PROXY_WORKFLOW_TYPE } from '../../contracts/proxy.ts';
@@ -12,7 +12,7 @@ import { SMOKE_WORKFLOW_TYPE } from '../../contracts/smoke.ts';
 import { WARM_WORKFLOW_TYPE } from '../../contracts/warm.ts';
 import * as workflows from '../../workflows/index.ts';
 
-test('each workflow type name is the name of the exported workflow function', () => {
+it('each workflow type name is the name of the exported workflow function', () => {
   const pairs: [string, { name: string }][] = [
     [PROXY_WORKFLOW_TYPE, workflows.proxyLifecycle],
     [IMAGE_WORKFLOW_TYPE, workflows.ensureImageWorkflow],
@@ -24,7 +24,7 @@ test('each workflow type name is the name of the exported workflow function', ()
   for (const [type, fn] of pairs) assert.equal(fn.name, type);
 });
 
-test('every exported workflow has a type-name constant', () => {
+it('every exported workflow has a type-name constant', () => {
   const named = new Set([
     PROXY_WORKFLOW_TYPE,
     IMAGE_WORKFLOW_TYPE,
