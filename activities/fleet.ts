@@ -2,10 +2,9 @@
 // whether a proxy's workflow is open, and deleting an orphan (behind the adoption guard).
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
 import { deleteProxy, listProxies } from '../lib/kvm2/index.ts';
 import type { DeletedProxy, ListedProxy } from '../lib/kvm2/index.ts';
-import { proxyWorkflowId } from '../contracts/proxy.ts';
+import { describeProxy } from '../client/proxies.ts';
 import { mapped } from './errors.ts';
 import type { HostRegistry } from './hosts.ts';
 
@@ -32,15 +31,7 @@ export function createFleetActivities(registry: HostRegistry, client: Client) {
 
     /** Whether the proxy's lifecycle workflow is open (running) on this namespace. */
     async proxyWorkflowOpen(input: { entry: string; name: string }): Promise<boolean> {
-      return mapped(async () => {
-        try {
-          const d = await client.workflow.getHandle(proxyWorkflowId(input.entry, input.name)).describe();
-          return d.status.name === 'RUNNING';
-        } catch (err) {
-          if (err instanceof WorkflowNotFoundError) return false;
-          throw err;
-        }
-      });
+      return mapped(async () => (await describeProxy(client, input.entry, input.name))?.execution === 'RUNNING');
     },
 
     /** Deletes an orphaned proxy VM; the adoption guard refuses anything not ours. */

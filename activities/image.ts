@@ -8,7 +8,8 @@ import type { EnsuredImage, ImageProgress } from '../lib/kvm2/index.ts';
 import type { EnsuredBase, ImageProgressSignal, ImageWorkflowInput } from '../contracts/image.ts';
 import { imageAttemptTimeoutMs } from '../contracts/limits.ts';
 import { joinImage, tellImageWaiters } from '../client/images.ts';
-import { mapped, ProxySpecError } from './errors.ts';
+import { imageOf } from '../lib/config/index.ts';
+import { mapped } from './errors.ts';
 import type { HostRegistry } from './hosts.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
@@ -31,13 +32,7 @@ export function createImageActivities(
     async imageHosts(input: { entry: string; key: string }): Promise<{ hosts: string[]; attemptTimeoutMs: number }> {
       return mapped(() => {
         const entry = registry.entry(input.entry);
-        if (!Object.hasOwn(entry.images, input.key)) {
-          const known = Object.keys(entry.images).join(', ');
-          throw new ProxySpecError(
-            'key',
-            `entry ${entry.name} has no image ${JSON.stringify(input.key)} (known: ${known})`,
-          );
-        }
+        imageOf(entry, input.key, 'key');
         return {
           hosts: entry.hosts.map((h) => h.name),
           attemptTimeoutMs: imageAttemptTimeoutMs(entry.timeouts.downloadTotalMs),
@@ -121,8 +116,7 @@ export function createImageActivities(
 /** The ensure/find input of one (entry, host, key) from the providers file. */
 function imageSpec(registry: HostRegistry, input: ImageWorkflowInput) {
   const { entry, links } = registry.host(input.entry, input.host);
-  const image = entry.images[input.key];
-  if (!image) throw new ProxySpecError('key', `entry ${input.entry} has no image ${JSON.stringify(input.key)}`);
+  const image = imageOf(entry, input.key, 'key');
   const t = entry.timeouts;
   return {
     entry: entry.name,

@@ -5,7 +5,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ImageWarmer, WarmView } from '../client/images.ts';
 import { requireWrite } from './auth.ts';
 import { ApiError } from './errors.ts';
-import { IDENTIFIER_PATTERN } from './schemas.ts';
+import { identifierSchema } from './schemas.ts';
 
 export type { ImageWarmer, WarmView } from '../client/images.ts';
 
@@ -14,8 +14,8 @@ const params = {
   additionalProperties: false,
   required: ['entry', 'key'],
   properties: {
-    entry: { type: 'string', pattern: IDENTIFIER_PATTERN, maxLength: 40 },
-    key: { type: 'string', pattern: IDENTIFIER_PATTERN, maxLength: 40 },
+    entry: identifierSchema,
+    key: identifierSchema,
   },
 } as const;
 const waitQuery = {

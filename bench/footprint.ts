@@ -21,6 +21,7 @@
  * Needs the Temporal dev server (scripts/temporal up) for the runtime and worker rows, and
  * `test/hosts/testhost up` for the worker's first RPC. Not a test: it prints tables.
  */
+import { temporalSettings } from '../client/connection.ts';
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -39,7 +40,7 @@ const { values } = parseArgs({
 const runs = Number(values.runs);
 const root = new URL('..', import.meta.url).pathname;
 const MiB = 1024 * 1024;
-const address = process.env['TEMPORAL_ADDRESS'] || '127.0.0.1:7233';
+const address = temporalSettings().address;
 
 /** The code a layer's process runs (an ES module; `ROOT` is the repository). */
 const layers: [string, string][] = [

@@ -8,7 +8,7 @@
 // key of list page tokens; set the same on every replica), LOG_LEVEL (default info).
 // Logs are pino JSON lines on stdout (Fastify's request logs included). SIGHUP re-reads the
 // token file; SIGINT/SIGTERM stop accepting connections and finish the requests in flight.
-import { parseArgsOrExit } from '../runtime/options.ts';
+import { orExit, parseArgsOrExit, wholeNumber } from '../runtime/options.ts';
 import type { TokenAuth } from '../api/auth.ts';
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
 import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE, temporalSettings } from '../client/connection.ts';
@@ -27,7 +27,8 @@ Options:
   --task-queue NAME       task queue of the proxy workflows (default $TEMPORAL_TASK_QUEUE or ${TASK_QUEUE})
   --body-limit-bytes N    largest request body (default 65536)
   --delete-wait-ms MS     bound of DELETE ?wait=true without waitMs (default 60000)
-  --allow-open-proxy      accept squid.allowedClientCidrs overrides of /0 (an open proxy; refused by default)
+  --allow-open-proxy      accept squid.allowedClientCidrs overrides that admit every address (/0, or blocks
+                          that together cover IPv4: an open proxy; refused by default)
   -h, --help              this text
 
 Environment: TEMPORAL_ADDRESS (${DEFAULT_TEMPORAL_ADDRESS}), TEMPORAL_NAMESPACE (${DEFAULT_TEMPORAL_NAMESPACE}), LOG_LEVEL (info),
@@ -54,21 +55,9 @@ if (values.help) {
   process.stdout.write(HELP + '\n');
   process.exit(0);
 }
-const whole = (name: string, text: string, min: number): number => {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < min) {
-    process.stderr.write(`--${name} must be a whole number ≥ ${min}, got ${JSON.stringify(text)}\n`);
-    process.exit(2);
-  }
-  return n;
-};
-const port = whole('port', values.port, 0);
-if (port > 65535) {
-  process.stderr.write(`--port must be at most 65535, got ${port}\n`);
-  process.exit(2);
-}
-const bodyLimitBytes = whole('body-limit-bytes', values['body-limit-bytes'], 1024);
-const deleteWaitMs = whole('delete-wait-ms', values['delete-wait-ms'], 1);
+const port = orExit(() => wholeNumber('port', values.port, { min: 0, max: 65535 }));
+const bodyLimitBytes = orExit(() => wholeNumber('body-limit-bytes', values['body-limit-bytes'], { min: 1024 }));
+const deleteWaitMs = orExit(() => wholeNumber('delete-wait-ms', values['delete-wait-ms']));
 const tokenFile = values['token-file'];
 if (tokenFile === undefined || tokenFile === '') {
   process.stderr.write('--token-file FILE is required (or set EP_API_TOKEN_FILE); see --help\n');

@@ -15,7 +15,7 @@ import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE, temporalSettings } from '../client/connection.ts';
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
-import { parseArgsOrExit } from '../runtime/options.ts';
+import { orExit, parseArgsOrExit, wholeNumber } from '../runtime/options.ts';
 import { defaultBundleCacheDir } from '../runtime/workflow-bundle.ts';
 
 const HELP = `egress-proxies worker: runs the proxy, image, GC and health workflows and their activities.
@@ -66,17 +66,9 @@ if (values.help) {
   process.stdout.write(HELP + '\n');
   process.exit(0);
 }
-const positive = (name: string, text: string): number => {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n <= 0) {
-    process.stderr.write(`--${name} must be a positive whole number, got ${JSON.stringify(text)}\n`);
-    process.exit(2);
-  }
-  return n;
-};
-const maxActivities = positive('max-activities', values['max-activities']);
-const maxWorkflowTasks = positive('max-workflow-tasks', values['max-workflow-tasks']);
-const shutdownGraceMs = positive('shutdown-grace-ms', values['shutdown-grace-ms']);
+const maxActivities = orExit(() => wholeNumber('max-activities', values['max-activities']));
+const maxWorkflowTasks = orExit(() => wholeNumber('max-workflow-tasks', values['max-workflow-tasks']));
+const shutdownGraceMs = orExit(() => wholeNumber('shutdown-grace-ms', values['shutdown-grace-ms']));
 const listen = values['metrics-listen'];
 const listenMatch = listen === undefined ? undefined : /^(.+):(\d{1,5})$/.exec(listen);
 if (listen !== undefined && (!listenMatch || Number(listenMatch[2]) > 65535)) {
