@@ -34,7 +34,7 @@ export interface PlacedProxy {
 /**
  * How long a host survey is reused, in ms. A burst of proxies then costs one survey per entry
  * instead of one per proxy (a survey lists every marked domain: its cost grows with the fleet);
- * placement spreads such a burst by rendezvous hashing (workflows/proxy/state.ts).
+ * placement spreads such a burst by rendezvous hashing (workflows/proxy/placement.ts).
  */
 export const SURVEY_TTL_MS = 5_000;
 

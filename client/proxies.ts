@@ -1,5 +1,5 @@
 // The proxy workflow's client calls: start (the one conflict policy), describe, the status query,
-// the delete update and the wait for its end. Every caller (the API's store, proxy-up, tests)
+// the delete update and the wait for its end. Every caller (the API's store, egressctl proxy up, tests)
 // starts a proxy here, so a proxy started by any of them carries its spec in the memo and a second
 // start with the same spec finds the same run, while another spec is a conflict.
 import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';

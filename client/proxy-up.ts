@@ -1,4 +1,4 @@
-// `cli.ts proxy-up`: starts a proxy's lifecycle workflow (ID `proxy/<entry>/<name>`) as the API
+// `egressctl proxy up`: starts a proxy's lifecycle workflow (ID `proxy/<entry>/<name>`) as the API
 // does (proxies.ts: the same spec finds the run already open, another spec is a conflict), then follows its `status` query until the proxy is Healthy, printing progress
 // (state changes, image upload bytes and rate, boot, address, probes) on stderr; at the end, its
 // address, a `curl` line that uses it and the Web UI link to its run. Stdout gets one JSON line.
@@ -66,7 +66,7 @@ export async function proxyUp(client: Client, o: ProxyUpOptions): Promise<ProxyU
   const spec: ProxySpec = { name: o.name, entry: o.entry, imageKey: o.imageKey };
   const start = await startProxy(client, spec, {
     taskQueue: o.taskQueue,
-    staticSummary: `proxy ${o.name} of ${o.entry} (cli proxy-up)`,
+    staticSummary: `proxy ${o.name} of ${o.entry} (egressctl proxy up)`,
   });
   const running = !start.started;
   if (start.started) {

@@ -1,8 +1,7 @@
 // Custom search attributes of this project: the fields the API filters proxies on (docs/design.md).
-// Plain constants only, no imports: workflows, activities, the API and scripts/temporal all read
-// this one list. scripts/temporal registers each entry on the dev server with
-// `temporal server start-dev --search-attribute NAME=KIND`; a production cluster needs the same
-// list registered once (`temporal operator search-attribute create`, see docs/temporal.md).
+// Plain constants only, no imports: workflows, activities, the API and the client all read this
+// one list. client/search-attributes.ts registers each entry (the worker does it before it polls,
+// on the dev server and a production cluster alike; see docs/temporal.md).
 
 /** A search attribute's type, spelled as the Temporal CLI's `--search-attribute` flag spells it. */
 export type SearchAttributeKind = 'Text' | 'Keyword' | 'Int' | 'Double' | 'Bool' | 'Datetime' | 'KeywordList';

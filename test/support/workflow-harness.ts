@@ -133,7 +133,7 @@ export function fileEnv(): Env {
  * The time-skipping server knows no custom search attributes: an upsert of `ProxyState` fails the
  * workflow task ("search attribute ProxyState is not defined"). It does implement the operator
  * service's AddSearchAttributes (not List), so the project's list is registered here, as
- * scripts/temporal registers it on the dev server.
+ * client/search-attributes.ts registers it on the dev server.
  */
 async function registerSearchAttributes(env: TestWorkflowEnvironment): Promise<void> {
   const typeOf = Object.fromEntries(Object.entries(INDEXED_VALUE_TYPE_NAMES).map(([n, kind]) => [kind, Number(n)]));
