@@ -1,13 +1,13 @@
 // /v1/images/{entry}/{key}/warm: fetch a base image onto every host of an entry ahead of the first
 // proxy (the warm-image workflow, which shares each host's ensure-image workflow with proxies).
-// The Temporal calls behind it are client/images.ts's `temporalWarmer`.
+// The Temporal calls behind it are client/warm.ts's `temporalWarmer`.
 import type { FastifyInstance } from 'fastify';
-import type { ImageWarmer, WarmView } from '../client/images.ts';
+import type { ImageWarmer, WarmView } from '../client/warm.ts';
 import { requireWrite } from './auth.ts';
 import { ApiError } from './errors.ts';
 import { identifierSchema } from './schemas.ts';
 
-export type { ImageWarmer, WarmView } from '../client/images.ts';
+export type { ImageWarmer, WarmView } from '../client/warm.ts';
 
 const params = {
   type: 'object',

@@ -77,7 +77,7 @@ const [
   import('../client/connection.ts'),
   import('../api/auth.ts'),
   import('../api/server.ts'),
-  import('../client/images.ts'),
+  import('../client/warm.ts'),
   import('../client/store.ts'),
   import('../lib/log/logger.ts'),
 ]);

@@ -9,7 +9,7 @@ import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { loadTokenFile } from '../../api/auth.ts';
 import { buildApi } from '../../api/server.ts';
-import { temporalWarmer } from '../../client/images.ts';
+import { temporalWarmer } from '../../client/warm.ts';
 import { temporalStore } from '../../client/store.ts';
 import type { ProxyStore } from '../../client/store.ts';
 import { createLogger, logLevelFromEnv } from '../../lib/log/logger.ts';
