@@ -1,10 +1,9 @@
 // Activities of one proxy's life: thin calls from workflow input (plain JSON) into lib/kvm2, with
 // the entry's budgets, the activity's cancellation signal, and errors mapped by errors.ts.
 import { Context } from '@temporalio/activity';
-import { SquidSchema, VmSchema } from '../lib/config/schema.ts';
-import { openBlocks } from '../contracts/cidr.ts';
+import { VmSchema } from '../lib/config/schema.ts';
 import { CODES } from '../contracts/errors.ts';
-import { formatPath, imageOf } from '../lib/config/index.ts';
+import { formatPath, imageOf, resolveSquid } from '../lib/config/index.ts';
 import {
   checkIdentifier,
   createProxy,
@@ -96,20 +95,7 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
           const issue = vm.error.issues[0]!;
           throw new ProxySpecError(`vm.${formatPath(issue.path)}`, issue.message);
         }
-        const squid = SquidSchema.safeParse({ ...entry.squid, ...spec.squid });
-        if (!squid.success) {
-          const issue = squid.error.issues[0]!;
-          throw new ProxySpecError(`squid.${formatPath(issue.path)}`, issue.message);
-        }
-        if (!registry.config.allowOpenProxy) {
-          const [open] = openBlocks(squid.data.allowedClientCidrs);
-          if (open !== undefined) {
-            throw new ProxySpecError(
-              `squid.allowedClientCidrs[${open.index}]`,
-              `${open.problem} (an open proxy); list the client networks, or set allowOpenProxy: true in the providers file`,
-            );
-          }
-        }
+        const squid = resolveSquid(entry.squid, spec.squid, registry.config.allowOpenProxy);
         const t = entry.timeouts;
         return {
           ownerUid: registry.ownerUid,
@@ -118,7 +104,7 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
           imageKey: spec.imageKey,
           hosts: entry.hosts.map((h) => ({ name: h.name, weight: h.weight })),
           vm: vm.data,
-          squid: { port: squid.data.port, allowedClientCidrs: [...squid.data.allowedClientCidrs] },
+          squid,
           timeouts: {
             rpcMs: t.rpcMs,
             bootMs: t.bootMs,

@@ -2,6 +2,9 @@
 // the state it reports, and the names of its query and updates (their define* objects, which
 // clients pass to query and update, are in messages.ts). Plain JSON and constants only:
 // workflows, activities and clients all import this file.
+import type { ResolvedSquid, SquidOverrides } from './squid.ts';
+
+export type { ResolvedSquid, SquidOverrides } from './squid.ts';
 
 /** Workflow type of the proxy lifecycle (its exported function name). */
 export const PROXY_WORKFLOW_TYPE = 'proxyLifecycle';
@@ -25,12 +28,6 @@ export interface VmSize {
   vcpus?: number;
   memoryMiB?: number;
   diskGiB?: number;
-}
-
-/** Squid overrides; omitted fields take the provider entry's `squid` settings. */
-export interface SquidOverrides {
-  port?: number;
-  allowedClientCidrs?: string[];
 }
 
 /** What a client passes to start a proxy. */
@@ -154,7 +151,7 @@ export interface ResolvedProxy {
   imageKey: string;
   hosts: { name: string; weight: number }[];
   vm: Required<VmSize>;
-  squid: { port: number; allowedClientCidrs: string[] };
+  squid: ResolvedSquid;
   timeouts: { rpcMs: number; bootMs: number; shutdownGraceMs: number; downloadTotalMs: number };
   health: {
     target?: string;

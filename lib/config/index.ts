@@ -1,6 +1,7 @@
 /** The configuration module: the providers file schema, its loader and its error. */
 export { ConfigError, formatIssue, ProxySpecError } from './errors.ts';
 export { imageOf } from './lookup.ts';
+export { resolveSquid } from './squid.ts';
 export type { ConfigErrorCode, ConfigIssue } from './errors.ts';
 export { loadProvidersFile, parseProvidersYaml, formatPath, MAX_PROVIDERS_FILE_BYTES } from './load.ts';
 export { coversEverything, openBlocks, parseCidr } from '../../contracts/cidr.ts';
