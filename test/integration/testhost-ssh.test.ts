@@ -12,25 +12,8 @@ import type { Socket } from 'node:net';
 import { join } from 'node:path';
 import { Client } from 'ssh2';
 import type { ClientChannel } from 'ssh2';
-
-interface HostDescriptor {
-  name: string;
-  address: string;
-  port: number;
-  user: string;
-  keyPath: string;
-  knownHostsPath: string;
-  socketPath: string;
-  pool: string;
-  network: string;
-  domainType: 'kvm' | 'qemu';
-  virshUri: string;
-  virshLibsshUri?: string;
-}
-
-interface HostsIndex {
-  hosts: string[];
-}
+import { loadTestHosts, TESTHOST_STATE } from '../support/testhosts.ts';
+import type { TestHost } from '../support/testhosts.ts';
 
 const REMOTE_PROGRAM = 0x20008086;
 const REMOTE_PROTOCOL_VERSION = 1;
@@ -41,13 +24,7 @@ const STATUS_OK = 0;
 const HEADER_BYTES = 28;
 const REMOTE_AUTH_NONE = 0;
 
-const stateRoot = process.env.EP_TESTHOST_STATE ?? '/var/lib/egress-proxies-testhosts';
-const indexPath = join(stateRoot, 'hosts.json');
-
-function loadHosts(): HostDescriptor[] {
-  const index = JSON.parse(readFileSync(indexPath, 'utf8')) as HostsIndex;
-  return index.hosts.map((p) => JSON.parse(readFileSync(p, 'utf8')) as HostDescriptor);
-}
+const indexPath = join(TESTHOST_STATE, 'hosts.json');
 
 /** Keys listed for host:port in an OpenSSH known_hosts file (plain entries, as testhost writes). */
 function knownHostKeys(path: string, host: string, port: number): Buffer[] {
@@ -103,7 +80,7 @@ function tcpConnect(host: string, port: number, ms: number): Promise<Socket> {
  * SSH to the host over a TCP socket we own (ssh2's end() queues behind buffered data, so teardown
  * destroys the socket), accepting only a host key in `expected`; runs fn, then tears down.
  */
-async function withSsh<T>(h: HostDescriptor, expected: Buffer[], fn: (client: Client) => Promise<T>): Promise<T> {
+async function withSsh<T>(h: TestHost, expected: Buffer[], fn: (client: Client) => Promise<T>): Promise<T> {
   const sock = await tcpConnect(h.address, h.port, 5_000);
   const client = new Client();
   let hostKeyAccepted = false;
@@ -185,7 +162,7 @@ if (!existsSync(indexPath)) {
     assert.fail(`no ${indexPath}: run \`test/hosts/testhost up\` first (state root from EP_TESTHOST_STATE)`);
   });
 } else {
-  const hosts = loadHosts();
+  const hosts = loadTestHosts();
   it('hosts.json lists at least one host', () => {
     assert.ok(hosts.length > 0);
   });

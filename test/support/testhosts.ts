@@ -3,49 +3,30 @@
  * socket (through the holder process's mount namespace), and a way to run a command inside a host.
  */
 import { execFile } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import net from 'node:net';
-import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { HostTarget } from '../../lib/hostlink/link.ts';
+import { loadTesthostDescriptors, TESTHOST_STATE } from '../../dev/testhost-providers.ts';
+import type { TesthostDescriptor } from '../../dev/testhost-providers.ts';
 
 const pexecFile = promisify(execFile);
 
-export interface TestHost {
-  name: string;
-  address: string;
-  port: number;
-  user: string;
-  keyPath: string;
-  knownHostsPath: string;
-  socketPath: string;
-  pool: string;
-  network: string;
-  domainType: 'kvm' | 'qemu';
+/** A test host's descriptor as the tests read it: the providers file's fields and the rest. */
+export interface TestHost extends TesthostDescriptor {
+  /** The process holding the host's namespaces (for nsenter and /proc/<pid>/root paths). */
   holderPid: number;
+  /** `qemu+ssh://` URI for virsh (through the state root's ssh wrapper). */
+  virshUri: string;
+  /** `qemu+libssh://` URI for virsh with known_hosts checked, where libvirt has libssh. */
+  virshLibsshUri?: string;
   [key: string]: unknown;
 }
 
-export const TESTHOST_STATE = process.env.EP_TESTHOST_STATE ?? '/var/lib/egress-proxies-testhosts';
+export { TESTHOST_STATE };
 
 /** Every test host that `testhost up` described; throws with the remedy when there are none. */
 export function loadTestHosts(): TestHost[] {
-  let index: unknown;
-  try {
-    index = JSON.parse(readFileSync(join(TESTHOST_STATE, 'hosts.json'), 'utf8'));
-  } catch (err) {
-    throw new Error(
-      `no test hosts under ${TESTHOST_STATE} (${(err as Error).message}): run 'test/hosts/testhost up' first`,
-    );
-  }
-  const list = Array.isArray(index) ? index : ((index as { hosts?: unknown[] }).hosts ?? []);
-  return list.map((entry) => {
-    const path =
-      typeof entry === 'string'
-        ? entry
-        : ((entry as { descriptor?: string; path?: string }).descriptor ?? (entry as { path: string }).path);
-    return JSON.parse(readFileSync(path.startsWith('/') ? path : join(TESTHOST_STATE, path), 'utf8')) as TestHost;
-  });
+  return loadTesthostDescriptors<TestHost>(TESTHOST_STATE);
 }
 
 /** The host's libvirt socket as seen from the root mount namespace. */
