@@ -8,13 +8,14 @@
  */
 import type { Duplex } from 'node:stream';
 import { KeepaliveProc, MessageStatus, MessageType, Program, REMOTE_PROTOCOL_VERSION, procName } from './constants.ts';
+import { armBudget } from './budget.ts';
 import {
   checkDurationMs,
+  connectionLost,
   decodeRemoteError,
   LibvirtAbortedError,
   LibvirtConnectionError,
   LibvirtProtocolError,
-  LibvirtTimeoutError,
 } from './errors.ts';
 import { Keepalive, keepalivePacket } from './keepalive.ts';
 import type { KeepaliveOptions } from './keepalive.ts';
@@ -43,6 +44,7 @@ export interface ConnectionOptions {
 
 /** Receives STREAM packets of one serial, and the connection's death. */
 export interface StreamSink {
+  /** One STREAM packet. A throw kills the connection with that error (a LibvirtProtocolError as is). */
   onPacket(packet: Packet): void;
   onDead(reason: Error): void;
 }
@@ -145,10 +147,7 @@ export class LibvirtConnection {
     if (this.#deadReason) return;
     this.#deadReason = reason;
     this.#keepalive.stop();
-    const others =
-      reason instanceof LibvirtConnectionError
-        ? reason
-        : new LibvirtConnectionError(`${this.label}: connection killed: ${reason.message}`, { cause: reason });
+    const others = connectionLost(reason, `${this.label}: connection killed: ${reason.message}`);
     const pending = [...this.#pending.entries()];
     this.#pending.clear();
     for (const [serial, call] of pending) {
@@ -211,33 +210,8 @@ export class LibvirtConnection {
     }
     return new Promise<Buffer>((resolve, reject) => {
       const observation = runCallback(() => this.#observer?.start({ proc, serial, bytesOut: body.length }));
-      const timer = setTimeout(() => {
-        this.kill(
-          new LibvirtTimeoutError(
-            `${this.label}: ${procName(proc)} exceeded its ${timeoutMs} ms budget; connection killed`,
-          ),
-          serial,
-        );
-      }, timeoutMs);
-      const onAbort = (): void => {
-        this.kill(
-          new LibvirtAbortedError(`${this.label}: ${procName(proc)} aborted; connection killed`, {
-            cause: signal?.reason,
-          }),
-          serial,
-        );
-      };
-      signal?.addEventListener('abort', onAbort, { once: true });
-      this.#pending.set(serial, {
-        proc,
-        resolve,
-        reject,
-        observation,
-        cleanup: () => {
-          clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
-        },
-      });
+      const cleanup = armBudget(this.label, procName(proc), timeoutMs, signal, (err) => this.kill(err, serial));
+      this.#pending.set(serial, { proc, resolve, reject, observation, cleanup });
       this.#write([
         encodePrefix(
           {

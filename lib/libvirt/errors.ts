@@ -149,6 +149,14 @@ export class LibvirtUploadSourceError extends ProjectError {
   }
 }
 
+/**
+ * `reason` itself when it already says the connection is gone, else a LibvirtConnectionError with
+ * `message` caused by it: what every waiter on a dead connection gets.
+ */
+export function connectionLost(reason: Error, message: string): LibvirtConnectionError {
+  return reason instanceof LibvirtConnectionError ? reason : new LibvirtConnectionError(message, { cause: reason });
+}
+
 /** Decodes a remote_error body into a LibvirtError (throws LibvirtProtocolError if malformed). */
 export function decodeRemoteError(body: Buffer, proc: number): LibvirtError {
   try {

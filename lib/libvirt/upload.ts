@@ -14,9 +14,9 @@ import { waitBounded } from '../wait.ts';
 import type { CallOptions, LibvirtConnection } from './connection.ts';
 import {
   checkDurationMs,
+  connectionLost,
   decodeRemoteError,
   LibvirtAbortedError,
-  LibvirtConnectionError,
   LibvirtProtocolError,
   LibvirtTimeoutError,
   LibvirtUploadSourceError,
@@ -118,25 +118,16 @@ export async function uploadStream(
       if (status === MessageStatus.OK) {
         confirmation.resolve('ok');
       } else if (status === MessageStatus.ERROR) {
-        let err: Error;
-        try {
-          err = decodeRemoteError(packet.body, proc);
-        } catch (protocolErr) {
-          conn.kill(protocolErr as Error);
-          return;
-        }
-        failure.reject(markRemote(err));
-        confirmation.reject(markRemote(err));
+        // A malformed error body throws: the connection dies of that protocol error.
+        const err = markRemote(decodeRemoteError(packet.body, proc));
+        failure.reject(err);
+        confirmation.reject(err);
       } else {
         conn.kill(new LibvirtProtocolError(`${conn.label}: ${name} upload received stream data with status ${status}`));
       }
     },
     onDead(reason) {
-      const err = markRemote(
-        reason instanceof LibvirtConnectionError
-          ? reason
-          : new LibvirtConnectionError(`${conn.label}: ${name} upload lost its connection`, { cause: reason }),
-      );
+      const err = markRemote(connectionLost(reason, `${conn.label}: ${name} upload lost its connection`));
       failure.reject(err);
       confirmation.reject(err);
     },

@@ -7,14 +7,8 @@
  */
 import { MessageStatus, procName } from './constants.ts';
 import type { CallOptions, LibvirtConnection } from './connection.ts';
-import {
-  checkDurationMs,
-  decodeRemoteError,
-  LibvirtAbortedError,
-  LibvirtConnectionError,
-  LibvirtProtocolError,
-  LibvirtTimeoutError,
-} from './errors.ts';
+import { armBudget } from './budget.ts';
+import { checkDurationMs, connectionLost, decodeRemoteError, LibvirtProtocolError } from './errors.ts';
 
 export interface DownloadOptions extends CallOptions {
   /** Largest content accepted, in bytes. Default 1 MiB. */
@@ -61,19 +55,12 @@ export async function downloadStream(
       } else if (status === MessageStatus.OK) {
         settle.resolve();
       } else if (status === MessageStatus.ERROR) {
-        try {
-          settle.reject(decodeRemoteError(packet.body, proc));
-        } catch (protocolErr) {
-          conn.kill(protocolErr as Error);
-        }
+        // A malformed error body throws: the connection dies of that protocol error.
+        settle.reject(decodeRemoteError(packet.body, proc));
       }
     },
     onDead(reason) {
-      settle.reject(
-        reason instanceof LibvirtConnectionError
-          ? reason
-          : new LibvirtConnectionError(`${conn.label}: ${name} download lost its connection`, { cause: reason }),
-      );
+      settle.reject(connectionLost(reason, `${conn.label}: ${name} download lost its connection`));
     },
   });
   // Our own bounds end the download with their own error (not the connection loss they cause).
@@ -83,22 +70,7 @@ export async function downloadStream(
     settle.reject(err);
     conn.kill(err);
   };
-  const timer = setTimeout(
-    () =>
-      end(
-        new LibvirtTimeoutError(
-          `${conn.label}: ${name} download exceeded its ${timeoutMs} ms budget; connection killed`,
-        ),
-      ),
-    timeoutMs,
-  );
-  const onAbort = (): void =>
-    end(
-      new LibvirtAbortedError(`${conn.label}: ${name} download aborted; connection killed`, {
-        cause: options.signal?.reason,
-      }),
-    );
-  options.signal?.addEventListener('abort', onAbort, { once: true });
+  const disarm = armBudget(conn.label, `${name} download`, timeoutMs, options.signal, end);
   try {
     await conn.call(proc, argsBody, { timeoutMs, signal: options.signal }, serial);
     await done;
@@ -106,8 +78,7 @@ export async function downloadStream(
   } catch (err) {
     throw ended ?? err;
   } finally {
-    clearTimeout(timer);
-    options.signal?.removeEventListener('abort', onAbort);
+    disarm();
     conn.unregisterStream(serial);
   }
 }

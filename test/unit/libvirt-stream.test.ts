@@ -18,13 +18,14 @@ import {
   LibvirtAbortedError,
   LibvirtConnectionError,
   LibvirtError,
+  LibvirtProtocolError,
   LibvirtTimeoutError,
   LibvirtUploadSourceError,
 } from '../../lib/libvirt/errors.ts';
 import { DEFAULT_UPLOAD_CHUNK_BYTES, uploadStream } from '../../lib/libvirt/upload.ts';
 import type { UploadOptions } from '../../lib/libvirt/upload.ts';
 import { ProjectError } from '../../lib/errors.ts';
-import { pairWithPeer, rejectionOf, sleep, WIRE, within, xdr } from '../support/fake-daemon.ts';
+import { frame, pairWithPeer, rejectionOf, sleep, WIRE, within, xdr } from '../support/fake-daemon.ts';
 import type { ScriptedPeer, WirePacket } from '../support/fake-daemon.ts';
 import {
   STREAM_ABORT_CONFIRM_RPC_SERIAL_1,
@@ -314,6 +315,22 @@ describe('upload: daemon-side failures end it promptly, with no abort', () => {
     assertReleased(r.conn, source);
     await assertUsable(r);
     assert.deepEqual(controlPackets(r.peer, call.serial), [], 'no abort or finish after a daemon error');
+  });
+
+  it('a malformed STREAM/ERROR body kills the connection with LibvirtProtocolError, with no abort', async () => {
+    const r = rig();
+    const source = endlessSource();
+    const upload = uploadStream(r.conn, STORAGE_VOL_UPLOAD, ARGS, source, { chunkBytes: 64 * KiB });
+    const call = await accept(r.peer);
+    await dataPackets(r.peer, call.serial, 1);
+    r.peer.send(
+      frame({ proc: call.proc, type: WIRE.STREAM, serial: call.serial, status: WIRE.ERROR }, Buffer.alloc(2)),
+    );
+    const err = await rejectionOf(upload, 2000);
+    assert.ok(err instanceof LibvirtConnectionError, `${err.name}: ${err.message}`);
+    assert.ok(err.cause instanceof LibvirtProtocolError, String(err.cause));
+    assert.equal(r.conn.deadReason, err.cause);
+    assert.deepEqual(controlPackets(r.peer, call.serial), [], 'no abort or finish on a dead connection');
   });
 
   it('STREAM/ERROR while the source is stalled', async () => {

@@ -6,7 +6,13 @@
 import assert from 'node:assert/strict';
 import { afterEach, describe, it } from 'node:test';
 import { LibvirtConnection } from '../../lib/libvirt/connection.ts';
-import { LibvirtAbortedError, LibvirtProtocolError, LibvirtTimeoutError } from '../../lib/libvirt/errors.ts';
+import {
+  LibvirtAbortedError,
+  LibvirtConnectionError,
+  LibvirtError,
+  LibvirtProtocolError,
+  LibvirtTimeoutError,
+} from '../../lib/libvirt/errors.ts';
 import { downloadStream } from '../../lib/libvirt/vol-download.ts';
 import { frame, pairWithPeer, rejectionOf, WIRE, within } from '../support/fake-daemon.ts';
 import type { ScriptedPeer, WirePacket } from '../support/fake-daemon.ts';
@@ -88,5 +94,30 @@ describe('downloadStream', () => {
     peer.send(data(call, Buffer.alloc(9)));
     await rejectionOf(p, 1_000);
     assert.ok(conn.deadReason instanceof LibvirtProtocolError, String(conn.deadReason));
+  });
+
+  it("a STREAM/ERROR rejects with the daemon's LibvirtError", async () => {
+    const { conn, peer } = rig();
+    const p = downloadStream(conn, STORAGE_VOL_DOWNLOAD, ARGS, { timeoutMs: 2_000 });
+    const call = await peer.nextCall();
+    peer.reply(call);
+    peer.send(data(call, Buffer.from('part')));
+    peer.streamError(call, { code: 50, domain: 18, message: 'Storage volume not found' });
+    const err = await rejectionOf(p, 1_000);
+    assert.ok(err instanceof LibvirtError, `${err.name}: ${err.message}`);
+    assert.equal(err.libvirtCode, 50);
+    assert.equal(conn.isDead, false);
+  });
+
+  it('a malformed STREAM/ERROR body kills the connection with LibvirtProtocolError', async () => {
+    const { conn, peer } = rig();
+    const p = downloadStream(conn, STORAGE_VOL_DOWNLOAD, ARGS, { timeoutMs: 2_000 });
+    const call = await peer.nextCall();
+    peer.reply(call);
+    peer.send(frame({ proc: call.proc, type: WIRE.STREAM, serial: call.serial, status: WIRE.ERROR }, Buffer.alloc(2)));
+    const err = await rejectionOf(p, 1_000);
+    assert.ok(err instanceof LibvirtConnectionError, `${err.name}: ${err.message}`);
+    assert.ok(err.cause instanceof LibvirtProtocolError, String(err.cause));
+    assert.equal(conn.deadReason, err.cause);
   });
 });
