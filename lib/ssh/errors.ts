@@ -105,6 +105,16 @@ export class SshChannelOpenError extends ProjectError {
   readonly kind: ErrorKind = 'Transient';
 }
 
+/** A Transient error whose code, one of `C`, the thrower picks: `new X(code, message)`. */
+abstract class TransientCodedError<C extends string> extends ProjectError {
+  readonly kind: ErrorKind = 'Transient';
+  readonly code: C;
+  constructor(code: C, message: string, options?: ProjectErrorOptions) {
+    super(message, options);
+    this.code = code;
+  }
+}
+
 /** Codes of {@link SshConnectError}. */
 export type SshConnectCode = 'SSH_CONNECT_FAILED' | 'SSH_CONNECTION_LOST' | 'SSH_PROTOCOL_ERROR';
 
@@ -112,28 +122,14 @@ export type SshConnectCode = 'SSH_CONNECT_FAILED' | 'SSH_CONNECTION_LOST' | 'SSH
  * The TCP connection could not be made (refused, unreachable, DNS) or was lost (closed, reset,
  * a protocol error from the peer). Transient.
  */
-export class SshConnectError extends ProjectError {
-  readonly kind: ErrorKind = 'Transient';
-  readonly code: SshConnectCode;
-  constructor(code: SshConnectCode, message: string, options?: ProjectErrorOptions) {
-    super(message, options);
-    this.code = code;
-  }
-}
+export class SshConnectError extends TransientCodedError<SshConnectCode> {}
 
 /** Codes of {@link SshTimeoutError}. */
 export type SshTimeoutCode =
   'SSH_CONNECT_TIMEOUT' | 'SSH_READY_TIMEOUT' | 'SSH_KEEPALIVE_TIMEOUT' | 'SSH_OPEN_TIMEOUT' | 'SSH_EXEC_TIMEOUT';
 
 /** A bounded wait expired: TCP connect, handshake+auth, keepalive, or a channel open. Transient. */
-export class SshTimeoutError extends ProjectError {
-  readonly kind: ErrorKind = 'Transient';
-  readonly code: SshTimeoutCode;
-  constructor(code: SshTimeoutCode, message: string, options?: ProjectErrorOptions) {
-    super(message, options);
-    this.code = code;
-  }
-}
+export class SshTimeoutError extends TransientCodedError<SshTimeoutCode> {}
 
 /**
  * The key exchange failed for a reason other than the host key (typically no algorithm in
