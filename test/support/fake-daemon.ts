@@ -1,7 +1,8 @@
 /**
  * A scripted libvirt peer for unit tests of the client: it frames and unframes packets with its
- * own few lines of code (nothing from lib/libvirt or lib/xdr), so what it sees is what went on the
- * wire, and what it sends is written independently of the encoder under test.
+ * own few lines of code (no code from lib/libvirt or lib/xdr; only the type of the six header
+ * words), so what it sees is what went on the wire, and what it sends is written independently of
+ * the encoder under test.
  *
  * Use it over `duplexPair()` (`pairWithPeer`) or over any socket (`new ScriptedPeer(socket)`).
  * Tests drive it step by step: `await peer.nextCall()`, then `peer.reply(call, body)`.
@@ -9,6 +10,7 @@
 import { within } from './bounded.ts';
 import { duplexPair } from 'node:stream';
 import type { Duplex } from 'node:stream';
+import type { Header } from '../../lib/libvirt/packet.ts';
 
 // Wire constants, as literals (deliberately not imported from lib/libvirt/constants.ts).
 export const WIRE = {
@@ -25,14 +27,8 @@ export const WIRE = {
   PONG: 2,
 } as const;
 
-/** One packet as the peer saw it on the wire. */
-export interface WirePacket {
-  prog: number;
-  vers: number;
-  proc: number;
-  type: number;
-  serial: number;
-  status: number;
+/** One packet as the peer saw it on the wire: the six header words, the body and the frame. */
+export interface WirePacket extends Header {
   body: Buffer;
   /** The whole frame, length word included. */
   raw: Buffer;
