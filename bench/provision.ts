@@ -8,23 +8,21 @@
 //   node bench/provision.ts [--n 10] [--n 50] [--n 100] [--hosts 2]
 //
 // Needs (as root): scripts/temporal up, test/hosts/testhost up 2. Leaves nothing behind.
-import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { parseArgs } from 'node:util';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { imageWorkflowId } from '../contracts/image.ts';
 import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { ProxyStatus } from '../contracts/proxy.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../test/support/fleet.ts';
+import { emptyQcow2 } from '../test/support/empty-image.ts';
 import { ImageMirror } from '../test/support/mirror.ts';
 import { connectClient, pollUntil, PROJECT_ROOT, uniqueId } from '../test/support/temporal.ts';
 import { loadTestHosts } from '../test/support/testhosts.ts';
 import { median, percentile as pct } from './lib/stats.ts';
 
-const pexec = promisify(execFile);
 const { values } = parseArgs({
   options: {
     n: { type: 'string', multiple: true, default: ['10'] },
@@ -248,9 +246,7 @@ const client = await connectClient();
 const mirror = await ImageMirror.start();
 const tmp = await mkdtemp(join(tmpdir(), 'ep-bench-'));
 try {
-  const file = join(tmp, 'empty.qcow2');
-  await pexec('qemu-img', ['create', '-q', '-f', 'qcow2', file, '64M'], { timeout: 20_000 });
-  const image = await readFile(file);
+  const image = await emptyQcow2(tmp);
   for (const n of values.n) await runOnce(client, mirror, image, tmp, Number(n));
 } finally {
   await mirror.close();
