@@ -59,6 +59,11 @@ interface PendingCall {
 
 const EMPTY = Buffer.alloc(0);
 
+/** Length word and header of a packet of the remote program (CALL or STREAM) with `bodyBytes` of body. */
+function remotePrefix(proc: number, type: number, serial: number, status: number, bodyBytes: number): Buffer {
+  return encodePrefix({ prog: Program.REMOTE, vers: REMOTE_PROTOCOL_VERSION, proc, type, serial, status }, bodyBytes);
+}
+
 /**
  * Runs a callback that is not the connection's own (an observer, a stream sink, a death listener)
  * so that its failure cannot interrupt teardown or leave a call unsettled; the failure becomes a
@@ -212,20 +217,7 @@ export class LibvirtConnection {
       const observation = runCallback(() => this.#observer?.start({ proc, serial, bytesOut: body.length }));
       const cleanup = armBudget(this.label, procName(proc), timeoutMs, signal, (err) => this.kill(err, serial));
       this.#pending.set(serial, { proc, resolve, reject, observation, cleanup });
-      this.#write([
-        encodePrefix(
-          {
-            prog: Program.REMOTE,
-            vers: REMOTE_PROTOCOL_VERSION,
-            proc,
-            type: MessageType.CALL,
-            serial,
-            status: MessageStatus.OK,
-          },
-          body.length,
-        ),
-        body,
-      ]);
+      this.#write([remotePrefix(proc, MessageType.CALL, serial, MessageStatus.OK, body.length), body]);
     });
   }
 
@@ -255,11 +247,7 @@ export class LibvirtConnection {
   writeStreamPacket(proc: number, serial: number, status: number, pieces: readonly Uint8Array[]): boolean {
     let bytes = 0;
     for (const p of pieces) bytes += p.length;
-    const prefix = encodePrefix(
-      { prog: Program.REMOTE, vers: REMOTE_PROTOCOL_VERSION, proc, type: MessageType.STREAM, serial, status },
-      bytes,
-    );
-    return this.#write([prefix, ...pieces]);
+    return this.#write([remotePrefix(proc, MessageType.STREAM, serial, status, bytes), ...pieces]);
   }
 
   /**
@@ -280,10 +268,7 @@ export class LibvirtConnection {
       done(this.#deadReason);
       return false;
     }
-    encodePrefix(
-      { prog: Program.REMOTE, vers: REMOTE_PROTOCOL_VERSION, proc, type: MessageType.STREAM, serial, status },
-      bodyBytes,
-    ).copy(packet, 0);
+    remotePrefix(proc, MessageType.STREAM, serial, status, bodyBytes).copy(packet, 0);
     const length = PACKET_PREFIX_BYTES + bodyBytes;
     this.#bytesOut += length;
     const ok = this.#transport.write(packet.subarray(0, length), done);
