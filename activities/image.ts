@@ -1,22 +1,76 @@
 // Activities of the ensure-image workflow: joining it (start or signal, across workers), and the
 // fetch and upload itself, which heartbeats bytes and rate so a dead worker is noticed and the
-// retry (on any worker) starts over, replacing the half-written base as debris.
+// retry (on any worker) starts over, replacing the half-written base as debris; it tells the
+// workflow and its waiters of progress, and every waiter of the ready base at once.
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { ensureImage, findImage } from '../lib/kvm2/index.ts';
 import type { EnsuredImage, ImageProgress } from '../lib/kvm2/index.ts';
-import type { EnsuredBase, ImageProgressSignal, ImageWorkflowInput } from '../contracts/image.ts';
+import type { EnsuredBase, EnsuredBaseTold, ImageProgressSignal, ImageWorkflowInput } from '../contracts/image.ts';
 import { imageAttemptTimeoutMs } from '../contracts/limits.ts';
-import { joinImage, tellImageWaiters } from '../client/images.ts';
+import { joinImage, tellImageProgress, tellImageReady } from '../client/images.ts';
 import { imageOf } from '../lib/config/index.ts';
 import { mapped } from './errors.ts';
 import type { HostRegistry } from './hosts.ts';
 import type { WorkerMetrics } from './metrics.ts';
 
-/** How often waiters are told of upload progress, in ms. */
-export const PROGRESS_SIGNAL_INTERVAL_MS = 5_000;
-/** Heartbeats also go out on this beat when no progress arrives (lookups, verification). */
-const HEARTBEAT_BEAT_MS = 2_000;
+/**
+ * How often the ensure-image workflow and its waiters are told of upload progress, in ms: under
+ * the 5 s their current details may lag, with a second left for the signal's delivery.
+ */
+export const PROGRESS_SIGNAL_INTERVAL_MS = 4_000;
+/** Heartbeats (and the progress cadence's clock) beat this often, progress or not. */
+const HEARTBEAT_BEAT_MS = 1_000;
+
+/**
+ * When upload progress is worth a signal: the newest sample, sent at most every
+ * {@link PROGRESS_SIGNAL_INTERVAL_MS} and at least that often while samples arrive (a clock tick
+ * sends what a quiet spell held back), one send at a time, and the last byte at once.
+ */
+export class ProgressCadence {
+  last: ImageProgress | undefined;
+  #lastAt = 0;
+  #sentAt = Number.NEGATIVE_INFINITY;
+  #sentBytes = -1;
+  #inFlight = false;
+  readonly #workflowId: string;
+  readonly #send: (p: ImageProgressSignal) => Promise<void>;
+
+  constructor(workflowId: string, send: (p: ImageProgressSignal) => Promise<void>) {
+    this.#workflowId = workflowId;
+    this.#send = send;
+  }
+
+  /** A progress sample taken at `nowMs`. */
+  sample(p: ImageProgress, nowMs: number): void {
+    this.last = p;
+    this.#lastAt = nowMs;
+    if (p.bytes === p.totalBytes) this.#flush(nowMs);
+    else this.tick(nowMs);
+  }
+
+  /** The clock: sends the newest sample when the interval has passed since the last send. */
+  tick(nowMs: number): void {
+    if (nowMs - this.#sentAt >= PROGRESS_SIGNAL_INTERVAL_MS) this.#flush(nowMs);
+  }
+
+  #flush(nowMs: number): void {
+    const p = this.last;
+    if (p === undefined || this.#inFlight || p.bytes === this.#sentBytes) return;
+    this.#inFlight = true;
+    this.#sentAt = nowMs;
+    this.#sentBytes = p.bytes;
+    void this.#send({
+      workflowId: this.#workflowId,
+      bytes: p.bytes,
+      totalBytes: p.totalBytes,
+      bytesPerSecond: Math.round(p.bytesPerSecond),
+      at: new Date(this.#lastAt).toISOString(),
+    }).finally(() => {
+      this.#inFlight = false;
+    });
+  }
+}
 
 export function createImageActivities(
   registry: HostRegistry,
@@ -67,45 +121,49 @@ export function createImageActivities(
       });
     },
 
-    /** Ensures the base on the host: cached, or fetched, verified and published. Heartbeats progress. */
-    async ensureBaseImage(input: ImageWorkflowInput & { workflowId: string }): Promise<EnsuredBase> {
+    /**
+     * Ensures the base on the host: cached, or fetched, verified and published. Heartbeats every
+     * {@link HEARTBEAT_BEAT_MS}; tells the ensure-image workflow and its waiters of progress every
+     * {@link PROGRESS_SIGNAL_INTERVAL_MS} while bytes flow; once the base is published, tells every
+     * waiter at once (see tellImageReady) and returns the ones it told.
+     */
+    async ensureBaseImage(input: ImageWorkflowInput & { workflowId: string }): Promise<EnsuredBaseTold> {
       const ctx = Context.current();
-      let last: ImageProgress | undefined;
-      let lastSignalled = 0;
-      const beat = setInterval(() => ctx.heartbeat(last), HEARTBEAT_BEAT_MS);
-      const tellWaiters = async (p: ImageProgress): Promise<void> => {
-        const signal: ImageProgressSignal = {
-          workflowId: input.workflowId,
-          bytes: p.bytes,
-          totalBytes: p.totalBytes,
-          bytesPerSecond: Math.round(p.bytesPerSecond),
-        };
-        await tellImageWaiters(client, input.workflowId, signal);
-      };
+      const progress = new ProgressCadence(input.workflowId, (signal) =>
+        tellImageProgress(client, input.workflowId, signal).catch((err: unknown) => {
+          ctx.log.debug('progress signal failed', { err: String(err) });
+        }),
+      );
+      const beat = setInterval(() => {
+        ctx.heartbeat(progress.last);
+        progress.tick(Date.now());
+      }, HEARTBEAT_BEAT_MS);
       try {
-        return await mapped(async () => {
+        const base = await mapped(async () => {
           const ensured = await ensureImage({
             ...imageSpec(registry, input),
             onProgress: (p) => {
               metrics?.uploadBytes.inc(
                 { host: `${input.entry}/${input.host}` },
-                Math.max(0, p.bytes - (last?.bytes ?? 0)),
+                Math.max(0, p.bytes - (progress.last?.bytes ?? 0)),
               );
-              last = p;
+              progress.sample(p, Date.now());
               ctx.heartbeat(p);
-              const now = Date.now();
-              if (now - lastSignalled >= PROGRESS_SIGNAL_INTERVAL_MS || p.bytes === p.totalBytes) {
-                lastSignalled = now;
-                tellWaiters(p).catch((err: unknown) => {
-                  ctx.log.debug('progress signal failed', { err: String(err) });
-                });
-              }
             },
             signal: ctx.cancellationSignal,
             logger: activityLogger(ctx),
           });
           return baseOf(ensured);
         });
+        const toldWaiters = await tellImageReady(client, input.workflowId, {
+          ok: true,
+          base,
+          workflowId: input.workflowId,
+        }).catch((err: unknown): string[] => {
+          ctx.log.debug('ready broadcast failed; the workflow tells its waiters', { err: String(err) });
+          return [];
+        });
+        return { ...base, toldWaiters };
       } finally {
         clearInterval(beat);
       }

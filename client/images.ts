@@ -1,10 +1,10 @@
 // The ensure-image workflow's client calls: proxies and warms join it (signal-with-start), and its
-// waiters hear of upload progress. Typed by the workflow function and the define* objects of
+// waiters hear of upload progress and of the ready base. Typed by the workflow function and the define* objects of
 // contracts/messages.ts.
 import type { Client } from '@temporalio/client';
 import { IMAGE_WORKFLOW_TYPE } from '../contracts/image.ts';
-import type { ImageJoin, ImageProgressSignal, ImageWorkflowInput } from '../contracts/image.ts';
-import { imageJoinSignal, imageProgressSignal, imageStatusQuery } from '../contracts/messages.ts';
+import type { ImageJoin, ImageProgressSignal, ImageResult, ImageWorkflowInput } from '../contracts/image.ts';
+import { imageJoinSignal, imageProgressSignal, imageReadySignal, imageStatusQuery } from '../contracts/messages.ts';
 import type { ensureImageWorkflow } from '../workflows/index.ts';
 import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
 
@@ -36,23 +36,60 @@ export async function joinImage(client: Client, o: JoinImageOptions): Promise<vo
 }
 
 /**
- * Tells every waiter of the ensure-image workflow `imageWorkflowId` of upload progress. A waiter
- * that cannot be signalled (it ended meanwhile) is skipped; the waiters' query must answer.
+ * Upload progress for the ensure-image workflow `imageWorkflowId` (its current details and status
+ * query) and for each of its waiters (their `imageProgress` handler). A waiter that cannot be
+ * signalled (it ended meanwhile) is skipped.
  */
-export async function tellImageWaiters(
+export async function tellImageProgress(
   client: Client,
   imageWorkflowId: string,
   progress: ImageProgressSignal,
   callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS,
 ): Promise<void> {
+  await Promise.all([
+    withDeadline(client, 'the progress signal', callTimeoutMs, () =>
+      client.workflow.getHandle(imageWorkflowId).signal(imageProgressSignal, progress),
+    ).catch(() => undefined), // the image workflow ended: its waiters may still be told
+    signalWaiters(client, imageWorkflowId, callTimeoutMs, (w) =>
+      client.workflow.getHandle(w).signal(imageProgressSignal, progress),
+    ),
+  ]);
+}
+
+/**
+ * Tells every waiter of `imageWorkflowId` that the base is ready, all in parallel from this
+ * process (one broadcast, rather than one signal command after another from the workflow, which
+ * the server delivers about one a second under load). Returns the waiters that were told; the
+ * workflow tells the rest (joined meanwhile, or not reached).
+ */
+export async function tellImageReady(
+  client: Client,
+  imageWorkflowId: string,
+  result: ImageResult,
+  callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS,
+): Promise<string[]> {
+  return signalWaiters(client, imageWorkflowId, callTimeoutMs, (w) =>
+    client.workflow.getHandle(w).signal(imageReadySignal, result),
+  );
+}
+
+/** The waiters of `imageWorkflowId` (its status query), each given `send` at once; those it reached. */
+async function signalWaiters(
+  client: Client,
+  imageWorkflowId: string,
+  callTimeoutMs: number,
+  send: (waiter: string) => Promise<void>,
+): Promise<string[]> {
   const status = await withDeadline(client, 'the image status query', callTimeoutMs, () =>
     client.workflow.getHandle(imageWorkflowId).query(imageStatusQuery),
   );
-  await Promise.all(
+  const reached = await Promise.all(
     status.waiters.map((w) =>
-      withDeadline(client, 'the progress signal', callTimeoutMs, () =>
-        client.workflow.getHandle(w).signal(imageProgressSignal, progress),
-      ).catch(() => undefined),
+      withDeadline(client, 'a signal to an image waiter', callTimeoutMs, () => send(w)).then(
+        () => w,
+        () => undefined, // ended meanwhile, or unreachable: the workflow's own signal covers it
+      ),
     ),
   );
+  return reached.filter((w): w is string => w !== undefined);
 }

@@ -37,6 +37,13 @@ export interface EnsuredBase {
   cached: boolean;
 }
 
+/**
+ * What the upload activity returns: the base, and the waiters it already told (`imageReady`, sent
+ * from the activity in parallel the moment the base is published), so the ensure-image workflow
+ * signals only those that joined after. Absent in runs recorded before the broadcast: tell all.
+ */
+export type EnsuredBaseTold = EnsuredBase & { toldWaiters?: string[] };
+
 /** The outcome each waiter is told; `workflowId` names the ensure-image run it came from. */
 export type ImageResult = (
   { ok: true; base: EnsuredBase } | { ok: false; kind: string; code: string; message: string }
@@ -52,6 +59,8 @@ export interface ImageProgressSignal {
   bytes: number;
   totalBytes: number;
   bytesPerSecond: number;
+  /** When the uploading activity took this sample (RFC 3339); absent from older senders. */
+  at?: string;
 }
 
 export interface ImageStatus {

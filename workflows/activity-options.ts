@@ -49,12 +49,14 @@ export const PROBE_ACTIVITY = {
 } as const satisfies ActivityOptions;
 
 /**
- * A streaming transfer (image fetch and upload): heartbeats at least every few seconds; after 30 s
- * without one (the worker died) the attempt is retried on any worker, which starts the transfer
- * over. `startToCloseTimeout` is set per call from the entry's `downloadTotalMs`.
+ * A streaming transfer (image fetch and upload): the activity heartbeats every second; after 10 s
+ * without one reaching the server (the worker died) the attempt is retried on any worker, 2 s
+ * later, and starts the transfer over. The SDK sends at most one heartbeat per 0.8 x the timeout
+ * (8 s here, so the server's heartbeat details are up to 8 s old; progress for the Web UI goes by
+ * signal, see activities/image.ts). `startToCloseTimeout` is set per call from `downloadTotalMs`.
  */
 export const UPLOAD_ACTIVITY = {
-  heartbeatTimeout: '30 seconds',
+  heartbeatTimeout: '10 seconds',
   retry: {
     initialInterval: '2 seconds',
     backoffCoefficient: 2,
