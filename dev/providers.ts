@@ -10,19 +10,18 @@
 // Defaults: --state $EP_TESTHOST_STATE or /var/lib/egress-proxies-testhosts, --out
 // .data/providers.yaml, --target <first host's root-side address>:8481.
 // The file is validated by the same loader as any providers file before it is written.
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { stringify } from 'yaml';
 import { parseProvidersYaml } from '../lib/config/index.ts';
 import { parseArgsOrExit } from '../runtime/options.ts';
-import { providerHosts } from './testhost-providers.ts';
-import type { TesthostDescriptor } from './testhost-providers.ts';
+import { loadTesthostDescriptors, providerHosts, TESTHOST_STATE } from './testhost-providers.ts';
 
 const HELP = 'Usage: node dev/providers.ts [--state DIR] [--out FILE] [--target HOST:PORT]';
 const { values } = parseArgsOrExit(
   {
     options: {
-      state: { type: 'string', default: process.env['EP_TESTHOST_STATE'] ?? '/var/lib/egress-proxies-testhosts' },
+      state: { type: 'string', default: TESTHOST_STATE },
       out: { type: 'string', default: join(process.cwd(), '.data/providers.yaml') },
       target: { type: 'string' },
       help: { type: 'boolean', short: 'h', default: false },
@@ -35,8 +34,7 @@ if (values.help) {
   process.exit(0);
 }
 
-const index = JSON.parse(readFileSync(join(values.state, 'hosts.json'), 'utf8')) as { hosts: string[] };
-const hosts = index.hosts.map((p) => JSON.parse(readFileSync(p, 'utf8')) as TesthostDescriptor);
+const hosts = loadTesthostDescriptors(values.state);
 if (hosts.length === 0) throw new Error(`no test hosts in ${values.state}: run test/hosts/testhost up`);
 const first = hosts[0]!;
 const target = values.target ?? `${first.rootSideAddress}:8481`;
