@@ -151,3 +151,68 @@ ep_temporal_deps() {
   _ep_deps_say "temporal cli: $cli ($("$cli" --version 2>/dev/null | head -n1))"
   _ep_deps_say "temporal test server: $ts"
 }
+
+# ---- Schemathesis (the API conformance run of scripts/test) ---------------------------------
+# PyPI `schemathesis`, pinned, into the project venv. Prints the CLI's path; idempotent (a second
+# run only looks at the venv's dist-info).
+EP_SCHEMATHESIS_VERSION=4.32.5
+ep_schemathesis() {
+  if _ep_venv_has schemathesis "$EP_SCHEMATHESIS_VERSION" && [ -x "$EP_VENV/bin/st" ]; then
+    printf '%s\n' "$EP_VENV/bin/st"; return 0
+  fi
+  _ep_venv || { _ep_deps_say "cannot create the Python venv $EP_VENV for schemathesis"; return 1; }
+  _ep_pip_install "schemathesis==$EP_SCHEMATHESIS_VERSION" \
+    || { _ep_deps_say "pip install schemathesis==$EP_SCHEMATHESIS_VERSION failed"; return 1; }
+  [ -x "$EP_VENV/bin/st" ] || { _ep_deps_say "the wheel did not install $EP_VENV/bin/st"; return 1; }
+  printf '%s\n' "$EP_VENV/bin/st"
+}
+
+# ---- the Temporal cluster of `scripts/temporal cluster` -------------------------------------
+# The real Temporal server and its sql tool, built from the Go module proxy at the version
+# docker-compose.yml pins (dev/cluster/VERSION; test/unit/compose.test.ts checks both agree),
+# into .local/temporal-cluster/<version>/bin with a stamp: a second run only looks. Go's module and
+# build caches (~/go, ~/.cache/go-build) make a rebuild on the same machine quick. PostgreSQL and
+# openssl come from Debian's packages when missing. Prints the bin directory.
+EP_CLUSTER_GO_MODULE=go.temporal.io/server
+ep_cluster_version() { tr -d ' \n' <"$EP_ROOT/dev/cluster/VERSION"; }
+ep_cluster_bin_dir() { printf '%s\n' "$EP_ROOT/.local/temporal-cluster/$(ep_cluster_version)/bin"; }
+# The PostgreSQL bin directory (initdb, pg_ctl), newest installed major first.
+ep_cluster_pg_bin() {
+  local d
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -t/ -k4 -rn); do
+    [ -x "$d/initdb" ] && [ -x "$d/pg_ctl" ] && { printf '%s\n' "$d"; return 0; }
+  done
+  return 1
+}
+_ep_cluster_apt() { # $@ = packages
+  [ "$(id -u)" = 0 ] || { _ep_deps_say "not root: cannot apt-get install $*"; return 1; }
+  command -v apt-get >/dev/null || { _ep_deps_say "no apt-get on this machine to install $*"; return 1; }
+  _ep_deps_say "apt-get install $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" </dev/null >&2 \
+    || { apt-get update -q </dev/null >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" </dev/null >&2; }
+}
+ep_cluster_deps() {
+  local version bin stamp go want
+  version="$(ep_cluster_version)" || { _ep_deps_say "cannot read dev/cluster/VERSION"; return 1; }
+  bin="$(ep_cluster_bin_dir)"
+  stamp="$bin/.stamp"
+  want="$EP_CLUSTER_GO_MODULE@v$version server sql"
+  ep_cluster_pg_bin >/dev/null || _ep_cluster_apt postgresql || { _ep_deps_say "PostgreSQL (Debian's postgresql package) is needed"; return 1; }
+  command -v openssl >/dev/null || _ep_cluster_apt openssl || { _ep_deps_say "openssl is needed"; return 1; }
+  if [ -x "$bin/temporal-server" ] && [ -x "$bin/temporal-sql-tool" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+    printf '%s\n' "$bin"; return 0
+  fi
+  go="$(command -v go || true)"
+  if [ -z "$go" ] && [ -x /usr/local/go/bin/go ]; then go=/usr/local/go/bin/go; fi
+  [ -n "$go" ] || { _ep_deps_say "cannot build the Temporal server: Go is missing (https://go.dev/dl/)"; return 1; }
+  _ep_deps_say "building $EP_CLUSTER_GO_MODULE/cmd/server and cmd/tools/sql v$version with $go into $bin (4-8 min on 2 cores when not cached)"
+  mkdir -p "$bin"
+  rm -f "$stamp"
+  GOBIN="$bin" CGO_ENABLED=0 GOFLAGS="-buildvcs=false" \
+    "$go" install "$EP_CLUSTER_GO_MODULE/cmd/server@v$version" "$EP_CLUSTER_GO_MODULE/cmd/tools/sql@v$version" </dev/null >&2 \
+    || { _ep_deps_say "go install of the Temporal server v$version failed (see above)"; return 1; }
+  mv -f "$bin/server" "$bin/temporal-server" && mv -f "$bin/sql" "$bin/temporal-sql-tool" \
+    || { _ep_deps_say "go install did not produce $bin/server and $bin/sql"; return 1; }
+  printf '%s\n' "$want" >"$stamp"
+  printf '%s\n' "$bin"
+}
