@@ -181,3 +181,63 @@ function formatAddress(family: 4 | 6, bytes: Uint8Array): string {
   if (bestLen < 2) return hex.join(':');
   return `${hex.slice(0, bestStart).join(':')}::${hex.slice(bestStart + bestLen).join(':')}`;
 }
+
+/**
+ * Destinations a proxy refuses unless the policy allows them explicitly (docs/egress-policy.md):
+ * addresses that reach the proxy itself, its host, its network or a cloud's metadata service
+ * rather than the internet. No block lies inside another, so Squid takes the list as written.
+ * IPv4-mapped IPv6 forms (`::ffff:10.0.0.1`) are covered too: Squid keeps every IPv4 address in
+ * that form and matches an IPv4 block against both; {@link reservedBlockOf} does the same.
+ */
+export const RESERVED_DESTINATIONS: readonly { cidr: string; what: string }[] = [
+  { cidr: '0.0.0.0/8', what: '"this network" (0.0.0.0/8)' },
+  { cidr: '10.0.0.0/8', what: 'private network (RFC 1918)' },
+  { cidr: '100.64.0.0/10', what: 'carrier-grade NAT (RFC 6598)' },
+  { cidr: '127.0.0.0/8', what: 'loopback' },
+  { cidr: '169.254.0.0/16', what: 'link-local, cloud metadata (169.254.169.254)' },
+  { cidr: '172.16.0.0/12', what: 'private network (RFC 1918)' },
+  { cidr: '192.0.0.0/24', what: 'IETF protocol assignments (RFC 6890)' },
+  { cidr: '192.168.0.0/16', what: 'private network (RFC 1918)' },
+  { cidr: '198.18.0.0/15', what: 'benchmarking networks (RFC 2544)' },
+  { cidr: '224.0.0.0/4', what: 'multicast' },
+  { cidr: '240.0.0.0/4', what: 'reserved, broadcast' },
+  { cidr: '::/128', what: 'IPv6 unspecified' },
+  { cidr: '::1/128', what: 'IPv6 loopback' },
+  { cidr: 'fc00::/7', what: 'IPv6 unique local (ULA)' },
+  { cidr: 'fe80::/10', what: 'IPv6 link-local' },
+  { cidr: 'ff00::/8', what: 'IPv6 multicast' },
+];
+
+/** Whether block `outer` holds every address of block `inner` (IPv4 inside IPv4-mapped IPv6 counts). */
+export function blockCovers(outer: Cidr, inner: Cidr): boolean {
+  const [o, i] = [asIpv6(outer), asIpv6(inner)];
+  if (o.prefixLength > i.prefixLength) return false;
+  const masked = maskBytes(i.bytes, o.prefixLength);
+  return masked.every((b, k) => b === o.bytes[k]);
+}
+
+/**
+ * The reserved block ({@link RESERVED_DESTINATIONS}) that holds `address` (an IPv4 or IPv6
+ * address, IPv4-mapped forms included), or undefined for a public address or a text that is not
+ * an address.
+ */
+export function reservedBlockOf(address: string): { cidr: string; what: string } | undefined {
+  const bytes = ipv4Bytes(address) ?? ipv6Bytes(address);
+  if (bytes === undefined) return undefined;
+  const single = parseCidr(`${address}/${bytes.length * 8}`);
+  if (!single.ok) return undefined;
+  return RESERVED_DESTINATIONS.find((r) => {
+    const block = parseCidr(r.cidr);
+    return block.ok && blockCovers(block.cidr, single.cidr);
+  });
+}
+
+/** `cidr` as an IPv6 block: IPv4 blocks become their IPv4-mapped form (`::ffff:a.b.c.d/96+n`). */
+function asIpv6(cidr: Cidr): { bytes: Uint8Array; prefixLength: number } {
+  if (cidr.family === 6) return { bytes: maskBytes(cidr.bytes, cidr.prefixLength), prefixLength: cidr.prefixLength };
+  const bytes = new Uint8Array(16);
+  bytes[10] = 0xff;
+  bytes[11] = 0xff;
+  bytes.set(maskBytes(cidr.bytes, cidr.prefixLength), 12);
+  return { bytes, prefixLength: cidr.prefixLength + 96 };
+}

@@ -16,6 +16,7 @@ import {
 } from '../rules.ts';
 import { openBlocks, parseCidr } from '../../contracts/cidr.ts';
 import { PORT, VM_LIMITS } from '../../contracts/limits.ts';
+import { EGRESS_FIELD_HELP, egressFields, egressIssues } from './egress.ts';
 
 /** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters (contracts/limits.ts). */
 export { IDENTIFIER_RE };
@@ -75,6 +76,7 @@ export const ImageSchema = z.strictObject({
 export const SquidSchema = z.strictObject({
   port: port().default(3128),
   allowedClientCidrs: z.array(z.string().superRefine(checkCidr)).min(1),
+  ...egressFields,
 });
 
 export const TimeoutsSchema = z.strictObject({
@@ -140,6 +142,17 @@ export const ProvidersFileSchema = z
     providers: z.array(ProviderSchema).min(1),
   })
   .superRefine((file, ctx) => {
+    file.providers.forEach((entry, i) => {
+      for (const issue of egressIssues(entry.squid, file.allowOpenProxy, entry.health.target)) {
+        ctx.addIssue({
+          code: 'custom',
+          path: ['providers', i, 'squid', ...issue.path],
+          input: issue.input,
+          message: issue.message,
+          params: { fix: issue.fix },
+        });
+      }
+    });
     if (file.allowOpenProxy) return;
     file.providers.forEach((entry, i) => {
       const cidrs = entry.squid.allowedClientCidrs;
@@ -179,6 +192,7 @@ export const ALLOWED_KEYS: Readonly<Record<string, readonly string[]>> = {
   'providers[].vm': Object.keys(VmSchema.shape),
   'providers[].images.<key>': Object.keys(ImageSchema.shape),
   'providers[].squid': Object.keys(SquidSchema.shape),
+  'providers[].squid.auth': Object.keys(egressFields.auth.unwrap().shape),
   'providers[].timeouts': Object.keys(TimeoutsSchema.shape),
   'providers[].health': Object.keys(HealthSchema.shape),
   gc: Object.keys(GcSchema.shape),
@@ -300,6 +314,7 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
     hint: 'an IPv4 or IPv6 CIDR block with host bits clear',
     example: '- 10.0.0.0/8',
   },
+  ...EGRESS_FIELD_HELP,
   'providers[].timeouts': { hint: 'timeouts in milliseconds (a mapping)', example: 'timeouts: { rpcMs: 30000 }' },
   'providers[].timeouts.rpcMs': { hint: 'the budget of one libvirt call in ms', example: 'rpcMs: 30000' },
   'providers[].timeouts.connectMs': { hint: 'the TCP connect budget in ms', example: 'connectMs: 5000' },

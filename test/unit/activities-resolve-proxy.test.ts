@@ -100,7 +100,11 @@ describe('resolveProxy', () => {
 
   it('resolves an ordinary spec with the entry defaults', async () => {
     const resolved = await run(strict.resolve, base);
-    assert.deepEqual(resolved.squid, { port: 3128, allowedClientCidrs: ['10.0.0.0/8'] });
+    assert.deepEqual(resolved.squid, {
+      port: 3128,
+      allowedClientCidrs: ['10.0.0.0/8'],
+      egress: { mode: 'enforce', allowDestinations: [], denyDestinations: [], allowPorts: ['80', '443', '1024-65535'] },
+    });
     assert.deepEqual(resolved.vm, { vcpus: 1, memoryMiB: 512, diskGiB: 10 });
   });
 });

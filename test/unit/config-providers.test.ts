@@ -80,7 +80,14 @@ describe('parseProvidersYaml: valid input and defaults', () => {
     assert.equal(entry.domainType, 'kvm');
     assert.deepEqual(entry.vm, { vcpus: 1, memoryMiB: 512, diskGiB: 10 });
     assert.deepEqual(entry.images, { debian12: { url: 'https://mirror.example/d12.qcow2', format: 'qcow2' } });
-    assert.deepEqual(entry.squid, { port: 3128, allowedClientCidrs: ['10.0.0.0/8'] });
+    assert.deepEqual(entry.squid, {
+      port: 3128,
+      allowedClientCidrs: ['10.0.0.0/8'],
+      mode: 'enforce',
+      allowDestinations: [],
+      denyDestinations: [],
+      allowPorts: ['80', '443', '1024-65535'],
+    });
     assert.deepEqual(entry.timeouts, {
       rpcMs: 30000,
       connectMs: 5000,

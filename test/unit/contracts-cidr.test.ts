@@ -7,7 +7,14 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { isIPv4, isIPv6 } from 'node:net';
-import { coversEverything, openBlocks, parseCidr } from '../../contracts/cidr.ts';
+import {
+  blockCovers,
+  coversEverything,
+  openBlocks,
+  parseCidr,
+  RESERVED_DESTINATIONS,
+  reservedBlockOf,
+} from '../../contracts/cidr.ts';
 
 function canonical(text: string): string {
   const r = parseCidr(text);
@@ -184,5 +191,67 @@ describe('the open-proxy rule', () => {
       assert.equal(coversEverything(set), false, set.join(' '));
       assert.deepEqual(openBlocks(set), [], set.join(' '));
     }
+  });
+});
+
+describe('reserved destinations', () => {
+  const block = (text: string) => {
+    const r = parseCidr(text);
+    assert.ok(r.ok, text);
+    return r.cidr;
+  };
+
+  it('finds every range the policy denies by default, in IPv4, IPv6 and IPv4-mapped form', () => {
+    const cases: [string, RegExp][] = [
+      ['127.0.0.1', /loopback/],
+      ['10.231.1.1', /RFC 1918/],
+      ['172.31.255.255', /RFC 1918/],
+      ['192.168.122.1', /RFC 1918/],
+      ['169.254.169.254', /metadata/],
+      ['100.64.0.1', /carrier-grade/],
+      ['0.0.0.0', /this network/],
+      ['224.0.0.251', /multicast/],
+      ['255.255.255.255', /broadcast/],
+      ['::1', /IPv6 loopback/],
+      ['::', /unspecified/],
+      ['fe80::1', /link-local/],
+      ['fd00::1', /unique local/],
+      ['fc12:3456::1', /unique local/],
+      ['ff02::1', /IPv6 multicast/],
+      ['::ffff:127.0.0.1', /loopback/],
+      ['::ffff:169.254.169.254', /metadata/],
+      ['::ffff:a00:1', /RFC 1918/],
+    ];
+    for (const [address, what] of cases) assert.match(reservedBlockOf(address)?.what ?? 'none', what, address);
+  });
+
+  it('leaves public addresses and non-addresses alone', () => {
+    for (const address of [
+      '198.51.100.7',
+      '1.1.1.1',
+      '100.128.0.1',
+      '172.32.0.1',
+      '2001:db8::1',
+      '::ffff:8.8.8.8',
+      'example.org',
+      '10.0.0.1/8',
+    ]) {
+      assert.equal(reservedBlockOf(address), undefined, address);
+    }
+  });
+
+  it('blockCovers compares blocks across the IPv4-mapped range', () => {
+    assert.ok(blockCovers(block('10.0.0.0/8'), block('10.1.0.0/16')));
+    assert.ok(!blockCovers(block('10.1.0.0/16'), block('10.0.0.0/8')));
+    assert.ok(blockCovers(block('::ffff:0.0.0.0/96'), block('192.0.2.0/24')));
+    assert.ok(blockCovers(block('10.0.0.0/8'), block('::ffff:10.0.0.1/128')));
+    assert.ok(!blockCovers(block('fc00::/7'), block('fe80::/10')));
+  });
+
+  it('lists no block inside another (Squid would drop it with a warning)', () => {
+    const blocks = RESERVED_DESTINATIONS.map((r) => block(r.cidr));
+    blocks.forEach((a, i) =>
+      blocks.forEach((b, j) => assert.ok(i === j || !blockCovers(a, b), `${a.canonical} holds ${b.canonical}`)),
+    );
   });
 });

@@ -22,6 +22,8 @@ import {
 } from '../../lib/kvm2/seed/cloud-config.ts';
 import type { CloudInitSpec } from '../../lib/kvm2/seed/cloud-config.ts';
 import { Kvm2BuildError } from '../../lib/kvm2/build-errors.ts';
+import { BASIC_AUTH_HELPER, SQUID_USERS_PATH } from '../../lib/kvm2/seed/squid-policy.ts';
+import { RESERVED_DESTINATIONS } from '../../contracts/cidr.ts';
 
 const pexec = promisify(execFile);
 
@@ -30,6 +32,18 @@ const SPEC: CloudInitSpec = {
   hostname: 'ep-lab-a-p1',
   squidPort: 3128,
   allowedClientCidrs: ['10.0.0.0/8', '2001:db8::/32'],
+};
+
+const HASH = `$6$abcdefgh$${'x'.repeat(86)}`;
+const FULL: CloudInitSpec = {
+  ...SPEC,
+  egress: {
+    mode: 'report',
+    allowDestinations: ['10.231.1.1/32', '10.231.0.0/16', '.example.org', 'www.example.org', 'example.org', 'api.test'],
+    denyDestinations: ['203.0.113.0/24', 'bad.example.net'],
+    allowPorts: ['80', '443', '25', '1024-65535'],
+  },
+  auth: { realm: 'egress-proxies', users: [{ user: 'alice', hash: HASH }] },
 };
 
 const parse11 = (text: string): unknown => YAML.parse(text, { version: '1.1' });
@@ -91,6 +105,16 @@ describe('user-data', () => {
     assert.equal(wf.content, buildSquidConf(SPEC));
   });
 
+  it("with credentials, writes the users file (hashes only) for Squid's helpers, mode 0640 root:proxy", () => {
+    const full = parse11(buildUserData(FULL)) as typeof doc;
+    assert.equal(full.write_files.length, 2);
+    const users = full.write_files[1]!;
+    assert.deepEqual(
+      { path: users.path, owner: users.owner, permissions: users.permissions, content: users.content },
+      { path: SQUID_USERS_PATH, owner: 'root:proxy', permissions: '0640', content: `alice:${HASH}\n` },
+    );
+  });
+
   it('enables the guest agent and enables and restarts squid, in that order', () => {
     assert.deepEqual(doc.runcmd, [
       'systemctl enable qemu-guest-agent || true',
@@ -112,44 +136,79 @@ describe('user-data', () => {
 describe('squid.conf', () => {
   const conf = buildSquidConf(SPEC);
   const lines = conf.split('\n').filter((l) => l !== '' && !l.startsWith('#'));
+  const access = (text: string): string[] => text.split('\n').filter((l) => l.startsWith('http_access'));
 
-  it('listens on the port and allows CONNECT from the allowed CIDRs only, denying everything else', () => {
+  it('listens on the port, admits the allowed CIDRs only, and applies the default policy to every method', () => {
     assert.ok(lines.includes('http_port 3128'));
     assert.ok(lines.includes('visible_hostname ep-lab-a-p1'));
     assert.deepEqual(
       lines.filter((l) => l.startsWith('acl ep_clients')),
       ['acl ep_clients src 10.0.0.0/8', 'acl ep_clients src 2001:db8::/32'],
     );
+    // No CONNECT-only rule any more: plain HTTP forward requests pass the same rules.
+    assert.deepEqual(access(conf), [
+      'http_access deny !ep_clients',
+      'http_access deny !ep_ports ep_mark_port',
+      'http_access deny ep_reserved ep_mark_reserved',
+      'http_access allow ep_clients ep_mark_allowed',
+      'http_access deny all',
+    ]);
+    assert.ok(!conf.includes('CONNECT'));
     assert.deepEqual(
-      lines.filter((l) => l.startsWith('http_access')),
-      [
-        'http_access deny !Safe_ports',
-        'http_access deny CONNECT !SSL_ports',
-        'http_access allow CONNECT ep_clients',
-        'http_access deny all',
-      ],
+      lines.filter((l) => l.startsWith('acl ep_ports')),
+      ['acl ep_ports port 80', 'acl ep_ports port 443', 'acl ep_ports port 1024-65535'],
     );
+    assert.deepEqual(
+      lines.filter((l) => l.startsWith('acl ep_reserved')).map((l) => l.split(' ')[3]),
+      RESERVED_DESTINATIONS.map((r) => r.cidr),
+    );
+    for (const block of ['127.0.0.0/8', '10.0.0.0/8', '169.254.0.0/16', '::1/128', 'fc00::/7', 'fe80::/10']) {
+      assert.ok(lines.includes(`acl ep_reserved dst ${block}`), block);
+    }
+    assert.ok(lines.includes('acl ep_mark_reserved annotate_transaction ep_policy=denied ep_rule=reserved'));
+    assert.ok(lines.includes('request_header_access Proxy-Authorization deny all'));
+    assert.ok(lines.some((l) => l.startsWith('access_log ') && l.includes('logformat=ep_decision')));
+    assert.ok(lines.some((l) => l.startsWith('logformat ep_decision ') && l.includes('policy=%{ep_policy}note')));
     assert.ok(lines.includes('cache deny all'));
     assert.ok(conf.endsWith('\n'));
   });
 
-  it('extends SSL_ports and Safe_ports so CONNECT reaches ports other than 443', () => {
-    assert.ok(lines.includes('acl SSL_ports port 1-65535'));
-    assert.ok(lines.includes('acl Safe_ports port 1-65535'));
-    const narrow = buildSquidConf({ ...SPEC, squidPort: 8080, connectPorts: ['443', '8443-8449'] }).split('\n');
-    assert.ok(narrow.includes('http_port 8080'));
+  it('report mode lets what enforce refuses pass, marked would-deny; allow and deny lists, deduplicated', () => {
+    const text = buildSquidConf(FULL);
+    const l = text.split('\n');
+    assert.deepEqual(access(text), [
+      'http_access deny !ep_clients',
+      'http_access deny !ep_users',
+      'http_access allow !ep_ports ep_mark_port',
+      'http_access allow ep_deny_dst ep_mark_denied',
+      'http_access allow ep_deny_domain ep_mark_denied',
+      'http_access allow ep_reserved !ep_allow_dst !ep_allow_domain ep_mark_reserved',
+      'http_access allow ep_clients ep_mark_allowed',
+      'http_access deny all',
+    ]);
+    assert.ok(l.includes('acl ep_mark_reserved annotate_transaction ep_policy=would-deny ep_rule=reserved'));
     assert.deepEqual(
-      narrow.filter((l) => l.startsWith('acl SSL_ports') || l.startsWith('acl Safe_ports')),
+      l.filter((x) => x.startsWith('acl ep_allow_') || x.startsWith('acl ep_deny_')),
       [
-        'acl SSL_ports port 443',
-        'acl SSL_ports port 8443-8449',
-        'acl Safe_ports port 443',
-        'acl Safe_ports port 8443-8449',
+        'acl ep_allow_dst dst 10.231.0.0/16',
+        'acl ep_allow_domain dstdomain -n .example.org',
+        'acl ep_allow_domain dstdomain -n api.test',
+        'acl ep_deny_dst dst 203.0.113.0/24',
+        'acl ep_deny_domain dstdomain -n bad.example.net',
       ],
     );
+    assert.ok(l.includes('acl ep_ports port 25'));
   });
 
-  it('refuses bad ports, CIDRs and port ranges', () => {
+  it('with credentials: Basic through basic_ncsa_auth, 407 for requests without valid ones', () => {
+    const l = buildSquidConf(FULL).split('\n');
+    assert.ok(l.includes('auth_param basic program /usr/lib/squid/basic_ncsa_auth /etc/squid/ep-users'));
+    assert.ok(l.includes('auth_param basic realm egress-proxies'));
+    assert.ok(l.includes('acl ep_users proxy_auth REQUIRED'));
+    assert.ok(!l.join('\n').includes(HASH), 'squid.conf holds no hash: the users file does');
+  });
+
+  it('refuses bad ports, CIDRs, destinations, port ranges, users and hashes, never echoing a hash', () => {
     for (const port of [0, 65536, 1.5, NaN])
       throwsField(() => buildSquidConf({ ...SPEC, squidPort: port }), 'squidPort');
     throwsField(() => buildSquidConf({ ...SPEC, allowedClientCidrs: [] }), 'allowedClientCidrs');
@@ -162,10 +221,35 @@ describe('squid.conf', () => {
       () => buildSquidConf({ ...SPEC, allowedClientCidrs: ['10.0.0.0/8\nhttp_access allow all'] }),
       'allowedClientCidrs[0]',
     );
-    throwsField(() => buildSquidConf({ ...SPEC, connectPorts: [] }), 'connectPorts');
+    const egress = FULL.egress!;
+    throwsField(() => buildSquidConf({ ...SPEC, egress: { ...egress, allowPorts: [] } }), 'egress.allowPorts');
     for (const bad of ['0', '65536', '10-5', '1-', 'a', '443 80', '08']) {
-      throwsField(() => buildSquidConf({ ...SPEC, connectPorts: ['443', bad] }), 'connectPorts[1]');
+      throwsField(
+        () => buildSquidConf({ ...SPEC, egress: { ...egress, allowPorts: ['443', bad] } }),
+        'egress.allowPorts[1]',
+      );
     }
+    for (const bad of ['10.0.0.1/8', '-x', 'a b', 'x\nhttp_access allow all', '']) {
+      throwsField(
+        () => buildSquidConf({ ...SPEC, egress: { ...egress, allowDestinations: ['api.test', bad] } }),
+        'egress.allowDestinations[1]',
+      );
+      throwsField(
+        () => buildSquidConf({ ...SPEC, egress: { ...egress, denyDestinations: [bad] } }),
+        'egress.denyDestinations[0]',
+      );
+    }
+    throwsField(() => buildSquidConf({ ...SPEC, egress: { ...egress, mode: 'open' as 'report' } }), 'egress.mode');
+    const users = (user: string, hash: string) => ({ realm: 'r', users: [{ user, hash }] });
+    throwsField(() => buildSquidConf({ ...SPEC, auth: users('a b', HASH) }), 'auth.users[0].user');
+    for (const bad of ['hunter2', 'abJnggxhB/yWI', '{SHA}5en6G6MezRroT3XKqkdPOmY/BfQ=', `${HASH}\nx`]) {
+      assert.throws(
+        () => buildSquidConf({ ...SPEC, auth: users('alice', bad) }),
+        (err: unknown) => field(err) === 'auth.users[0].hash' && !(err as Error).message.includes(bad),
+      );
+    }
+    throwsField(() => buildSquidConf({ ...SPEC, auth: { realm: 'r', users: [] } }), 'auth.users');
+    throwsField(() => buildSquidConf({ ...SPEC, auth: { realm: 'a"b', users: [] } }), 'auth.realm');
   });
 
   it("is accepted by Squid's own parser (`squid -k parse`), which refuses a broken line", async (t) => {
@@ -206,9 +290,16 @@ describe('squid.conf', () => {
       });
     };
     try {
-      const good = await parse(conf);
-      assert.equal(good.code, 0, good.stderr);
-      assert.doesNotMatch(good.stderr, /ERROR|FATAL|WARNING/, good.stderr);
+      for (const text of [
+        conf,
+        buildSquidConf(FULL),
+        buildSquidConf({ ...FULL, egress: { ...FULL.egress!, mode: 'enforce' } }),
+      ]) {
+        // The helper must exist where the parser runs: the unpacked tree's copy stands in for the guest's.
+        const good = await parse(root ? text.replace(BASIC_AUTH_HELPER, join(root, BASIC_AUTH_HELPER)) : text);
+        assert.equal(good.code, 0, good.stderr);
+        assert.doesNotMatch(good.stderr, /ERROR|FATAL|WARNING/, good.stderr);
+      }
       const broken = await parse(`${conf}\nhttp_access allow no_such_acl\n`);
       assert.notEqual(broken.code, 0, 'the parser catches a broken line: the check can fail');
       assert.match(broken.stderr, /no_such_acl/);
