@@ -208,7 +208,7 @@ ep_cluster_deps() {
   _ep_deps_say "building $EP_CLUSTER_GO_MODULE/cmd/server and cmd/tools/sql v$version with $go into $bin (4-8 min on 2 cores when not cached)"
   mkdir -p "$bin"
   rm -f "$stamp"
-  GOBIN="$bin" CGO_ENABLED=0 GOFLAGS="-buildvcs=false" \
+  GOBIN="$bin" GOFLAGS="-buildvcs=false" \
     "$go" install "$EP_CLUSTER_GO_MODULE/cmd/server@v$version" "$EP_CLUSTER_GO_MODULE/cmd/tools/sql@v$version" </dev/null >&2 \
     || { _ep_deps_say "go install of the Temporal server v$version failed (see above)"; return 1; }
   mv -f "$bin/server" "$bin/temporal-server" && mv -f "$bin/sql" "$bin/temporal-sql-tool" \
