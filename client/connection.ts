@@ -1,8 +1,11 @@
 // Where Temporal is and how long a call to it may take: the one place for the connection settings
-// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE and their defaults), read by the
-// worker, the API, the CLI and the tests, and the one deadline helper every client call of
-// client/ runs under. This file loads no SDK code until a connection is made, so an entry point
+// (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE, the TLS files TEMPORAL_TLS_CERT,
+// TEMPORAL_TLS_KEY, TEMPORAL_TLS_CA, TEMPORAL_TLS_SERVER_NAME, TEMPORAL_TLS and the API key
+// TEMPORAL_API_KEY, with their defaults), read by the worker, the API, the CLI and the tests
+// (runtime/temporal-options.ts lays the --temporal-* flags over them), turned into the SDK's
+// connection options here, and the one deadline helper every client call of client/ runs under. This file loads no SDK code until a connection is made, so an entry point
 // can print its --help (defaults included) without loading the Temporal client.
+import { readFileSync } from 'node:fs';
 import type { Client, Connection } from '@temporalio/client';
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
 import { isTemporalUnavailable, TemporalUnavailableError } from './errors.ts';
@@ -14,21 +17,191 @@ export const DEFAULT_TEMPORAL_NAMESPACE = 'default';
 /** Deadline of one Temporal call when the caller names none, in ms. */
 export const DEFAULT_CALL_TIMEOUT_MS = 10_000;
 
+/** TLS to the frontend: PEM files (paths) and the name the server's certificate must carry. */
+export interface TemporalTlsSettings {
+  /** The client certificate (mTLS); needs `keyFile`. */
+  certFile?: string;
+  /** The client certificate's private key; needs `certFile`. */
+  keyFile?: string;
+  /** The CA that signed the server's certificate; the system's CAs when unset (Temporal Cloud). */
+  caFile?: string;
+  /** The name to verify the server's certificate against (and SNI), instead of the address's host. */
+  serverName?: string;
+}
+
 export interface TemporalSettings {
   /** The frontend's `host:port`. */
   address: string;
   namespace: string;
   /** The task queue of the project's workflows and activities. */
   taskQueue: string;
+  /** TLS to the frontend; plain TCP when absent (unless `apiKey` is set: then TLS with the system's CAs). */
+  tls?: TemporalTlsSettings;
+  /** API-key authentication (`Authorization: Bearer`), as Temporal Cloud uses. */
+  apiKey?: string;
 }
 
-/** The settings from the environment (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`, `TEMPORAL_TASK_QUEUE`). */
+/** Bad connection settings; the message names the option (flag and variable) and the fix. */
+export class TemporalSettingsError extends Error {
+  override readonly name = 'TemporalSettingsError';
+}
+
+/** Each TLS setting's flag and environment variable, for messages and for runtime/temporal-options.ts. */
+export const TEMPORAL_TLS_SOURCES = {
+  certFile: { flag: 'temporal-tls-cert', env: 'TEMPORAL_TLS_CERT' },
+  keyFile: { flag: 'temporal-tls-key', env: 'TEMPORAL_TLS_KEY' },
+  caFile: { flag: 'temporal-tls-ca', env: 'TEMPORAL_TLS_CA' },
+  serverName: { flag: 'temporal-tls-server-name', env: 'TEMPORAL_TLS_SERVER_NAME' },
+} as const satisfies Record<keyof TemporalTlsSettings, { flag: string; env: string }>;
+
+const source = (k: keyof TemporalTlsSettings): string =>
+  `--${TEMPORAL_TLS_SOURCES[k].flag} / ${TEMPORAL_TLS_SOURCES[k].env}`;
+
+/**
+ * The settings from the environment (`TEMPORAL_ADDRESS`, `TEMPORAL_NAMESPACE`,
+ * `TEMPORAL_TASK_QUEUE`, `TEMPORAL_TLS_*`, `TEMPORAL_TLS`, `TEMPORAL_API_KEY`); `tls` and `apiKey`
+ * only when set. Throws TemporalSettingsError for a certificate without its key or the reverse.
+ */
 export function temporalSettings(env: NodeJS.ProcessEnv = process.env): TemporalSettings {
-  return {
+  const settings: TemporalSettings = {
     address: env['TEMPORAL_ADDRESS'] || DEFAULT_TEMPORAL_ADDRESS,
     namespace: env['TEMPORAL_NAMESPACE'] || DEFAULT_TEMPORAL_NAMESPACE,
     taskQueue: env['TEMPORAL_TASK_QUEUE'] || TASK_QUEUE,
   };
+  const tls: TemporalTlsSettings = {};
+  for (const k of Object.keys(TEMPORAL_TLS_SOURCES) as (keyof TemporalTlsSettings)[]) {
+    const v = env[TEMPORAL_TLS_SOURCES[k].env];
+    if (v) tls[k] = v;
+  }
+  const tlsOn = env['TEMPORAL_TLS'];
+  if (tlsOn !== undefined && tlsOn !== '' && !/^(1|true|0|false)$/i.test(tlsOn)) {
+    throw new TemporalSettingsError(`TEMPORAL_TLS must be true or false, got ${JSON.stringify(tlsOn)}`);
+  }
+  return withTls(settings, tls, /^(1|true)$/i.test(tlsOn ?? ''), env['TEMPORAL_API_KEY'] || undefined);
+}
+
+/**
+ * `settings` with TLS (when `on` or any TLS setting is given) and the API key (when given), checked:
+ * a client certificate needs its key and the reverse. Shared by the environment and the flags.
+ */
+export function withTls(
+  settings: TemporalSettings,
+  tls: TemporalTlsSettings,
+  on: boolean,
+  apiKey: string | undefined,
+): TemporalSettings {
+  const out: TemporalSettings = { ...settings };
+  delete out.tls;
+  delete out.apiKey;
+  if ((tls.certFile === undefined) !== (tls.keyFile === undefined)) {
+    const [given, missing] = tls.certFile === undefined ? ['keyFile', 'certFile'] : ['certFile', 'keyFile'];
+    throw new TemporalSettingsError(
+      `${source(given as keyof TemporalTlsSettings)} is set but ${source(missing as keyof TemporalTlsSettings)} is not: a client certificate needs its private key (give both, or neither)`,
+    );
+  }
+  if (on || Object.values(tls).some((v) => v !== undefined)) out.tls = { ...tls };
+  if (apiKey !== undefined) out.apiKey = apiKey;
+  return out;
+}
+
+/** The SDK's connection options (Connection and NativeConnection alike): address, TLS with the files read, API key. */
+export interface SdkConnectionOptions {
+  address: string;
+  tls?: {
+    serverNameOverride?: string;
+    serverRootCACertificate?: Buffer;
+    clientCertPair?: { crt: Buffer; key: Buffer };
+  };
+  apiKey?: string;
+}
+
+/** The SDK's options for `settings`, reading the PEM files now; a file that cannot be read is a TemporalSettingsError naming its option. */
+export function sdkConnectionOptions(
+  settings: Pick<TemporalSettings, 'address' | 'tls' | 'apiKey'>,
+): SdkConnectionOptions {
+  const options: SdkConnectionOptions = { address: settings.address };
+  const t = settings.tls;
+  if (t !== undefined) {
+    const read = (k: keyof TemporalTlsSettings, path: string): Buffer => {
+      try {
+        return readFileSync(path);
+      } catch (err) {
+        throw new TemporalSettingsError(`cannot read ${source(k)} ${path}: ${(err as Error).message}`, { cause: err });
+      }
+    };
+    options.tls = {};
+    if (t.serverName !== undefined) options.tls.serverNameOverride = t.serverName;
+    if (t.caFile !== undefined) options.tls.serverRootCACertificate = read('caFile', t.caFile);
+    if (t.certFile !== undefined && t.keyFile !== undefined) {
+      options.tls.clientCertPair = { crt: read('certFile', t.certFile), key: read('keyFile', t.keyFile) };
+    }
+  }
+  if (settings.apiKey !== undefined) options.apiKey = settings.apiKey;
+  return options;
+}
+
+/**
+ * What a failed connection attempt means, in words an operator acts on: the TLS cause (no client
+ * certificate, a certificate the server does not trust, a server certificate this client does not
+ * trust, TLS spoken to a plain server or the reverse, a wrong API key) before the SDK's message.
+ */
+export function explainConnectError(
+  err: unknown,
+  settings: Pick<TemporalSettings, 'address' | 'tls' | 'apiKey'>,
+): string {
+  const text = causeText(err);
+  const at = `Temporal at ${settings.address}`;
+  const tls = settings.tls !== undefined || settings.apiKey !== undefined;
+  const rules: [RegExp, string][] = [
+    [
+      /certificate required|alert number 116/i,
+      `${at} requires a client certificate (mTLS): set --temporal-tls-cert and --temporal-tls-key (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY)`,
+    ],
+    [
+      /bad certificate|unknown ca|alert number 4[28]|certificate unknown|alert number 46/i,
+      `${at} refused this client's certificate (not signed by a CA the server trusts, or expired): check --temporal-tls-cert / TEMPORAL_TLS_CERT`,
+    ],
+    [
+      /self[- ]signed|unable to (get local issuer|verify)|certificate verify failed|UnknownIssuer/i,
+      `the certificate of ${at} is not signed by a trusted CA: set --temporal-tls-ca / TEMPORAL_TLS_CA to the CA that signed it`,
+    ],
+    [
+      /altnames|hostname|NotValidForName|does not match|ERR_TLS_CERT_ALTNAME/i,
+      `the certificate of ${at} is not valid for that name: set --temporal-tls-server-name / TEMPORAL_TLS_SERVER_NAME to a name it carries`,
+    ],
+    [
+      /wrong version number|packet length too long|InvalidContentType|CorruptMessage|http\/1\.x server/i,
+      tls
+        ? `${at} does not speak TLS: unset the --temporal-tls-* options (or connect to its TLS port)`
+        : `${at} answered with something other than plain gRPC`,
+    ],
+    [
+      /unauthenticated|invalid api key|\b16 UNAUTH/i,
+      `${at} did not accept the credentials: check --temporal-api-key / TEMPORAL_API_KEY`,
+    ],
+  ];
+  for (const [pattern, meaning] of rules) if (pattern.test(text)) return `${meaning} (${firstLine(err)})`;
+  if (!tls && /Connection dropped|ECONNRESET|socket hang up|Premature close|Stream removed/i.test(text)) {
+    return `${at} closed the connection: does it require TLS? set --temporal-tls-ca (and for mTLS --temporal-tls-cert, --temporal-tls-key) (${firstLine(err)})`;
+  }
+  return firstLine(err);
+}
+
+function firstLine(err: unknown): string {
+  return (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
+}
+
+/** The messages of `err` and its causes, joined (the TLS reason is often only in a cause). */
+function causeText(err: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 8; depth++) {
+    const o = e as { message?: unknown; details?: unknown; cause?: unknown };
+    if (typeof o.message === 'string') parts.push(o.message);
+    else if (typeof e === 'string') parts.push(e);
+    if (typeof o.details === 'string') parts.push(o.details);
+    e = o.cause;
+  }
+  return parts.join(' | ');
 }
 
 export interface ConnectOptions {
@@ -38,14 +211,27 @@ export interface ConnectOptions {
   lazy?: boolean;
 }
 
-/** A client of `settings.namespace` at `settings.address`; close it with `client.connection.close()`. */
+/** A connection attempt failed; the message says why in an operator's words (explainConnectError), the cause is the SDK's error. */
+export class TemporalConnectError extends Error {
+  override readonly name = 'TemporalConnectError';
+}
+
+/**
+ * A client of `settings.namespace` at `settings.address` (with its TLS and API key); close it
+ * with `client.connection.close()`. A failed attempt is a TemporalConnectError naming the cause.
+ */
 export async function connectClient(
-  settings: Pick<TemporalSettings, 'address' | 'namespace'>,
+  settings: Pick<TemporalSettings, 'address' | 'namespace' | 'tls' | 'apiKey'>,
   o: ConnectOptions,
 ): Promise<Client> {
   const { Client, Connection } = await import('@temporalio/client');
-  const options = { address: settings.address, connectTimeout: o.connectTimeoutMs };
-  const connection = o.lazy ? Connection.lazy(options) : await Connection.connect(options);
+  const options = { ...sdkConnectionOptions(settings), connectTimeout: o.connectTimeoutMs };
+  let connection: Connection;
+  try {
+    connection = o.lazy ? Connection.lazy(options) : await Connection.connect(options);
+  } catch (err) {
+    throw new TemporalConnectError(explainConnectError(err, settings), { cause: err });
+  }
   return new Client({ connection, namespace: settings.namespace });
 }
 
