@@ -199,7 +199,8 @@ ep_cluster_deps() {
   want="$EP_CLUSTER_GO_MODULE@v$version server sql"
   ep_cluster_pg_bin >/dev/null || _ep_cluster_apt postgresql || { _ep_deps_say "PostgreSQL (Debian's postgresql package) is needed"; return 1; }
   command -v openssl >/dev/null || _ep_cluster_apt openssl || { _ep_deps_say "openssl is needed"; return 1; }
-  if [ -x "$bin/temporal-server" ] && [ -x "$bin/temporal-sql-tool" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
+  if [ -x "$bin/temporal-server" ] && [ -x "$bin/temporal-sql-tool" ] && [ -d "$bin/../schema/postgresql/v12" ] \
+    && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     printf '%s\n' "$bin"; return 0
   fi
   go="$(command -v go || true)"
@@ -213,6 +214,11 @@ ep_cluster_deps() {
     || { _ep_deps_say "go install of the Temporal server v$version failed (see above)"; return 1; }
   mv -f "$bin/server" "$bin/temporal-server" && mv -f "$bin/sql" "$bin/temporal-sql-tool" \
     || { _ep_deps_say "go install did not produce $bin/server and $bin/sql"; return 1; }
+  # The versioned SQL schemas ship in the module, not in the binaries: keep a copy beside them.
+  local src
+  src="$("$go" env GOMODCACHE)/$EP_CLUSTER_GO_MODULE@v$version/schema"
+  [ -d "$src/postgresql/v12" ] || { _ep_deps_say "no schema/postgresql/v12 in $src"; return 1; }
+  rm -rf "$bin/../schema" && cp -R "$src" "$bin/../schema" && chmod -R u+w "$bin/../schema"
   printf '%s\n' "$want" >"$stamp"
   printf '%s\n' "$bin"
 }
