@@ -37,15 +37,15 @@ export class TokenAuth {
    */
   authenticate(header: string | undefined): Role {
     if (header === undefined || header === '') {
-      throw new ApiError(401, 'UNAUTHENTICATED', 'missing Authorization header: send "Authorization: Bearer <token>"');
+      throw new ApiError('UNAUTHENTICATED', 'missing Authorization header: send "Authorization: Bearer <token>"');
     }
     const match = /^Bearer +(\S+) *$/i.exec(header);
     if (match === null) {
-      throw new ApiError(401, 'UNAUTHENTICATED', 'the Authorization header must be "Bearer <token>"');
+      throw new ApiError('UNAUTHENTICATED', 'the Authorization header must be "Bearer <token>"');
     }
     const presented = match[1]!;
     if (presented.length > MAX_HEADER_TOKEN_LENGTH) {
-      throw new ApiError(401, 'UNAUTHENTICATED', 'the bearer token is not one of the configured tokens');
+      throw new ApiError('UNAUTHENTICATED', 'the bearer token is not one of the configured tokens');
     }
     const d = digest(presented);
     let role: Role | undefined;
@@ -54,7 +54,7 @@ export class TokenAuth {
       if (timingSafeEqual(d, e.digest) && role === undefined) role = e.role;
     }
     if (role === undefined) {
-      throw new ApiError(401, 'UNAUTHENTICATED', 'the bearer token is not one of the configured tokens');
+      throw new ApiError('UNAUTHENTICATED', 'the bearer token is not one of the configured tokens');
     }
     return role;
   }
@@ -62,7 +62,7 @@ export class TokenAuth {
   /** Throws a 403 ApiError when `role` may not call a route that changes things. */
   static requireWrite(role: Role, what: string): void {
     if (role !== 'admin') {
-      throw new ApiError(403, 'FORBIDDEN', `this token is read-only; ${what} needs a token with the admin role`);
+      throw new ApiError('FORBIDDEN', `this token is read-only; ${what} needs a token with the admin role`);
     }
   }
 }
@@ -117,6 +117,6 @@ export async function loadTokenFile(file: string): Promise<TokenAuth> {
 
 /** Throws 401 without a role, 403 unless the role may change things (`what` names the action). */
 export function requireWrite(role: Role | undefined, what: string): void {
-  if (role === undefined) throw new ApiError(401, 'UNAUTHENTICATED', 'missing bearer token');
+  if (role === undefined) throw new ApiError('UNAUTHENTICATED', 'missing bearer token');
   TokenAuth.requireWrite(role, what);
 }

@@ -3,19 +3,55 @@
 // nothing ever answers with a stack trace. Codes are listed in docs/api.md.
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { isTemporalUnavailable } from '../client/errors.ts';
+import { CODES } from '../contracts/errors.ts';
 
 // Raised by client/ when Temporal does not answer; routes and stand-in stores throw it too.
 export { isTemporalUnavailable, TemporalUnavailableError } from '../client/errors.ts';
 
-/** An error the API answers with as is: status, stable code, message and the field at fault. */
+/**
+ * Every error code the API answers with, and its status: the one table (docs/api.md lists each;
+ * test/unit/api-error-codes.test.ts fails on one it does not).
+ */
+export const API_ERRORS = {
+  UNKNOWN_FIELD: 400,
+  MISSING_FIELD: 400,
+  INVALID_FIELD: 400,
+  INVALID_JSON: 400,
+  INVALID_BODY: 400,
+  INVALID_PATH: 400,
+  BAD_REQUEST: 400,
+  [CODES.openProxyRefused]: 400,
+  UNAUTHENTICATED: 401,
+  FORBIDDEN: 403,
+  NOT_FOUND: 404,
+  NO_PROVIDER_HEALTH: 404,
+  METHOD_NOT_ALLOWED: 405,
+  CONFLICT: 409,
+  NOT_RUNNING: 409,
+  BODY_TOO_LARGE: 413,
+  URI_TOO_LONG: 414,
+  UNSUPPORTED_CONTENT_TYPE: 415,
+  UNKNOWN_ENTRY: 422,
+  UNKNOWN_IMAGE: 422,
+  OVERRIDE_REFUSED: 422,
+  RATE_LIMITED: 429,
+  INTERNAL: 500,
+  CATALOG_UNAVAILABLE: 503,
+  CATALOG_CONFLICT: 503,
+  TEMPORAL_UNAVAILABLE: 503,
+} as const satisfies Record<string, number>;
+
+export type ApiErrorCode = keyof typeof API_ERRORS;
+
+/** An error the API answers with as is: a code of API_ERRORS (its status), message and the field at fault. */
 export class ApiError extends Error {
   readonly statusCode: number;
-  readonly code: string;
+  readonly code: ApiErrorCode;
   readonly field: string | undefined;
-  constructor(statusCode: number, code: string, message: string, field?: string) {
+  constructor(code: ApiErrorCode, message: string, field?: string) {
     super(message);
     this.name = 'ApiError';
-    this.statusCode = statusCode;
+    this.statusCode = API_ERRORS[code];
     this.code = code;
     this.field = field;
   }
@@ -25,7 +61,7 @@ export interface ErrorBody {
   error: { code: string; message: string; field?: string };
 }
 
-export function errorBody(code: string, message: string, field?: string): ErrorBody {
+export function errorBody(code: ApiErrorCode, message: string, field?: string): ErrorBody {
   return { error: field === undefined ? { code, message } : { code, message, field } };
 }
 
@@ -59,11 +95,11 @@ export function validationError(issues: AjvIssue[], context: string | undefined)
   const where = field === '' ? `the ${part}` : `${part} field ${field}`;
   switch (issue.keyword) {
     case 'additionalProperties':
-      return new ApiError(400, 'UNKNOWN_FIELD', `unknown ${part} field ${field}`, field);
+      return new ApiError('UNKNOWN_FIELD', `unknown ${part} field ${field}`, field);
     case 'required':
-      return new ApiError(400, 'MISSING_FIELD', `${where} is required`, field);
+      return new ApiError('MISSING_FIELD', `${where} is required`, field);
     default:
-      return new ApiError(400, 'INVALID_FIELD', `${where} ${issue.message ?? 'is invalid'}`, field || undefined);
+      return new ApiError('INVALID_FIELD', `${where} ${issue.message ?? 'is invalid'}`, field || undefined);
   }
 }
 
@@ -71,52 +107,59 @@ type Logged = Pick<FastifyRequest, 'log' | 'id'>;
 
 /** Fastify's error handler: the only place an error becomes a response. */
 export function handleError(err: FastifyError | Error, request: Logged, reply: FastifyReply): void {
-  const send = (status: number, body: ErrorBody): void => {
-    void reply.code(status).type('application/json; charset=utf-8').send(body);
+  const send = (e: ApiError): void => {
+    void reply
+      .code(e.statusCode)
+      .type('application/json; charset=utf-8')
+      .send(errorBody(e.code, e.message, e.field));
   };
-  if (err instanceof ApiError) {
-    send(err.statusCode, errorBody(err.code, err.message, err.field));
-    return;
-  }
+  if (err instanceof ApiError) return send(err);
   const fe = err as FastifyError & { validation?: AjvIssue[]; validationContext?: string };
-  if (Array.isArray(fe.validation)) {
-    const v = validationError(fe.validation, fe.validationContext);
-    send(400, errorBody(v.code, v.message, v.field));
-    return;
-  }
+  if (Array.isArray(fe.validation)) return send(validationError(fe.validation, fe.validationContext));
   if (isTemporalUnavailable(err)) {
     request.log.warn({ err }, 'Temporal unavailable');
-    send(503, errorBody('TEMPORAL_UNAVAILABLE', 'Temporal is unavailable or did not answer in time; retry later'));
-    return;
+    return send(new ApiError('TEMPORAL_UNAVAILABLE', 'Temporal is unavailable or did not answer in time; retry later'));
   }
-  switch (fe.code) {
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      send(
-        400,
-        errorBody('UNSUPPORTED_CONTENT_TYPE', 'the body must be JSON: send Content-Type: application/json', 'body'),
-      );
-      return;
-    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      send(400, errorBody('INVALID_BODY', 'the JSON body is empty or its length is wrong', 'body'));
-      return;
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      send(413, errorBody('BODY_TOO_LARGE', `the body is larger than the API accepts (${err.message})`, 'body'));
-      return;
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
-      send(400, errorBody('INVALID_JSON', 'the body is not valid JSON', 'body'));
-      return;
-  }
-  if (err instanceof SyntaxError || fe.code === 'FST_ERR_BAD_URL') {
-    // secure-json-parse (invalid JSON, __proto__ keys) and malformed URLs.
-    send(400, errorBody('INVALID_JSON', `the request is malformed: ${err.message.slice(0, 200)}`, 'body'));
-    return;
+  const known = fastifyError(fe);
+  if (known !== undefined) return send(known);
+  if (err instanceof SyntaxError) {
+    // secure-json-parse: invalid JSON, __proto__ keys.
+    return send(new ApiError('INVALID_JSON', `the request is malformed: ${err.message.slice(0, 200)}`, 'body'));
   }
   const status = typeof fe.statusCode === 'number' ? fe.statusCode : 500;
   if (status >= 400 && status < 500) {
-    send(status, errorBody(fe.code ?? 'BAD_REQUEST', err.message.slice(0, 300)));
-    return;
+    request.log.info({ err }, 'request refused by the framework');
+    return send(new ApiError('BAD_REQUEST', err.message.slice(0, 300)));
   }
   request.log.error({ err }, 'request failed');
-  send(500, errorBody('INTERNAL', `the request failed inside the API; see its log (request ${request.id})`));
+  send(new ApiError('INTERNAL', `the request failed inside the API; see its log (request ${request.id})`));
+}
+
+/** Fastify's own errors (body parsing, URL, path length) in the API's words; undefined for others. */
+export function fastifyError(fe: Pick<FastifyError, 'code' | 'message'>): ApiError | undefined {
+  switch (fe.code) {
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new ApiError(
+        'UNSUPPORTED_CONTENT_TYPE',
+        'the body must be JSON: send Content-Type: application/json',
+        'body',
+      );
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new ApiError('INVALID_BODY', 'the JSON body is empty or its length is wrong', 'body');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new ApiError('BODY_TOO_LARGE', `the body is larger than the API accepts (${fe.message})`, 'body');
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return new ApiError('INVALID_JSON', 'the body is not valid JSON', 'body');
+    case 'FST_ERR_BAD_URL':
+      return new ApiError('INVALID_PATH', 'the path is not a valid URL (bad percent-encoding?)', 'path');
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return new ApiError(
+        'URI_TOO_LONG',
+        'a path segment is longer than any identifier (at most 40 characters); check the proxy, entry or image name',
+        'path',
+      );
+    default:
+      return undefined;
+  }
 }

@@ -4,8 +4,10 @@
 import type { FastifyInstance } from 'fastify';
 import type { ImageWarmer, WarmView } from '../client/warm.ts';
 import { requireWrite } from './auth.ts';
+import { catalogEntry, checkImage } from './catalog.ts';
+import type { ProxyStore } from './store.ts';
 import { ApiError } from './errors.ts';
-import { identifierSchema } from './schemas.ts';
+import { identifierSchema, pathReadErrors, writeErrors } from './schemas.ts';
 
 export type { ImageWarmer, WarmView } from '../client/warm.ts';
 
@@ -31,11 +33,13 @@ const waitQuery = {
     },
   },
 } as const;
-const errorSchema = { type: 'object', additionalProperties: true } as const;
 
-export function registerImageRoutes(app: FastifyInstance, o: { warmer: ImageWarmer; taskQueue: string }): void {
+export function registerImageRoutes(
+  app: FastifyInstance,
+  o: { warmer: ImageWarmer; taskQueue: string; store: ProxyStore },
+): void {
   const answer = (view: WarmView | undefined, entry: string, key: string): WarmView => {
-    if (view === undefined) throw new ApiError(404, 'NOT_FOUND', `no warm of image ${key} of entry ${entry}`);
+    if (view === undefined) throw new ApiError('NOT_FOUND', `no warm of image ${key} of entry ${entry}`);
     return view;
   };
   app.post<{ Params: { entry: string; key: string }; Querystring: { wait?: boolean; waitMs?: number } }>(
@@ -51,13 +55,14 @@ export function registerImageRoutes(app: FastifyInstance, o: { warmer: ImageWarm
         response: {
           200: { type: 'object', additionalProperties: true },
           202: { type: 'object', additionalProperties: true },
-          404: errorSchema,
+          ...writeErrors,
         },
       },
     },
     async (request, reply) => {
       requireWrite(request.role, 'warming an image');
       const { entry, key } = request.params;
+      checkImage(await catalogEntry(o.store, o.taskQueue, entry), key, 'key');
       const started = await o.warmer.start(entry, key, o.taskQueue);
       if (request.query.wait !== true) return reply.code(202).send({ ...started, state: 'Running' });
       const view = answer(await o.warmer.view(entry, key, request.query.waitMs ?? 60_000), entry, key);
@@ -72,12 +77,12 @@ export function registerImageRoutes(app: FastifyInstance, o: { warmer: ImageWarm
         tags: ['images'],
         security: [{ bearer: [] }],
         params,
-        response: { 200: { type: 'object', additionalProperties: true }, 404: errorSchema },
+        response: { 200: { type: 'object', additionalProperties: true }, ...pathReadErrors },
       },
     },
     async (request) =>
       answer(
-        await o.warmer.view(request.params.entry, request.params.key, 1),
+        await o.warmer.view(request.params.entry, request.params.key, 0),
         request.params.entry,
         request.params.key,
       ),

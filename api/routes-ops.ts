@@ -63,7 +63,6 @@ export function registerOpsRoutes(app: FastifyInstance, o: OpsRoutesOptions): vo
     const view = await store.providerHealth();
     if (view === undefined) {
       throw new ApiError(
-        404,
         'NO_PROVIDER_HEALTH',
         'no provider-health result yet: a worker creates the schedule at start-up (unless --no-schedules), it first ' +
           'runs after hostHealthIntervalMs, and a run answers once a worker polls its task queue',

@@ -5,6 +5,7 @@ import { openBlocks, parseCidr } from '../contracts/cidr.ts';
 import { CODES } from '../contracts/errors.ts';
 import type { ProxySpec } from '../contracts/proxy.ts';
 import { requireWrite } from './auth.ts';
+import { checkSpec } from './catalog.ts';
 import type { PageTokens } from './page-token.ts';
 import { ApiError } from './errors.ts';
 import { routeSchemas } from './schemas.ts';
@@ -45,19 +46,17 @@ export function registerProxyRoutes(app: FastifyInstance, o: ProxyRoutesOptions)
     requireWrite(request.role, 'creating a proxy');
     const spec = request.body;
     checkClientCidrs(spec.squid?.allowedClientCidrs ?? [], o.allowOpenProxy);
+    const entry = await checkSpec(store, o.taskQueue, spec);
+    // Open only when the API and the providers file both allow it.
+    if (!entry.allowOpenProxy) checkClientCidrs(spec.squid?.allowedClientCidrs ?? [], false);
     const result = await store.start(spec, o.taskQueue);
     if (result.started) return reply.code(201).send({ created: true, proxy: result.proxy });
     const where = `proxy ${spec.entry}/${spec.name}`;
     if (result.spec === undefined) {
-      throw new ApiError(
-        409,
-        'CONFLICT',
-        `${where} exists and its spec cannot be read; delete it or choose another name`,
-      );
+      throw new ApiError('CONFLICT', `${where} exists and its spec cannot be read; delete it or choose another name`);
     }
     if (canonicalSpec(result.spec) !== canonicalSpec(spec)) {
       throw new ApiError(
-        409,
         'CONFLICT',
         `${where} exists with another spec (differs in ${differences(result.spec, spec).join(', ') || 'its fields'}): ` +
           `it was started with ${canonicalSpec(result.spec)}; delete it first or choose another name`,
@@ -80,7 +79,6 @@ export function registerProxyRoutes(app: FastifyInstance, o: ProxyRoutesOptions)
       token = o.pageTokens.decode(query, q.pageToken);
       if (token === undefined) {
         throw new ApiError(
-          400,
           'INVALID_FIELD',
           'query field pageToken was not issued by this API for these filters; repeat the filters of the first page, or start over without it',
           'pageToken',
@@ -139,7 +137,6 @@ function checkClientCidrs(cidrs: readonly string[], allowOpenProxy: boolean): vo
     if (parsed.ok) return;
     const fix = parsed.canonical === undefined ? 'write a block such as 10.0.0.0/8' : `write ${parsed.canonical}`;
     throw new ApiError(
-      400,
       'INVALID_FIELD',
       `body field squid.allowedClientCidrs[${i}] (${text}) ${parsed.problem}; ${fix}`,
       `squid.allowedClientCidrs[${i}]`,
@@ -148,7 +145,6 @@ function checkClientCidrs(cidrs: readonly string[], allowOpenProxy: boolean): vo
   const [open] = allowOpenProxy ? [] : openBlocks(cidrs);
   if (open === undefined) return;
   throw new ApiError(
-    400,
     CODES.openProxyRefused,
     `squid.allowedClientCidrs[${open.index}] (${cidrs[open.index]}) ${open.problem} and would make an open proxy; ` +
       'list the client networks instead (the API accepts such blocks only when started with --allow-open-proxy)',
@@ -157,5 +153,5 @@ function checkClientCidrs(cidrs: readonly string[], allowOpenProxy: boolean): vo
 }
 
 function notFound(entry: string, name: string): ApiError {
-  return new ApiError(404, 'NOT_FOUND', `no proxy ${entry}/${name} (no workflow proxy/${entry}/${name})`);
+  return new ApiError('NOT_FOUND', `no proxy ${entry}/${name} (no workflow proxy/${entry}/${name})`);
 }

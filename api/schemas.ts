@@ -146,8 +146,41 @@ export const discoveryQuerySchema = {
 
 export const getQuerySchema = { type: 'object', additionalProperties: false, properties: {} } as const;
 
-const errors = { 400: errorSchema, 401: errorSchema, 403: errorSchema, 503: errorSchema } as const;
+/** The error answers of a route, each in the one error shape (docs/api.md lists their codes). */
+const answers = (...statuses: number[]) =>
+  Object.fromEntries(statuses.map((s) => [s, { ...errorSchema, description: ERROR_DESCRIPTIONS[s] }]));
+const ERROR_DESCRIPTIONS: Record<number, string> = {
+  400: 'invalid request: a field the schema refuses (UNKNOWN_FIELD, MISSING_FIELD, INVALID_FIELD, INVALID_JSON, ...)',
+  401: 'UNAUTHENTICATED: no or unknown bearer token',
+  403: 'FORBIDDEN: a read-only token on a write',
+  404: 'NOT_FOUND',
+  409: 'CONFLICT or NOT_RUNNING',
+  413: 'BODY_TOO_LARGE',
+  414: 'URI_TOO_LONG: a path segment over the router limit',
+  415: 'UNSUPPORTED_CONTENT_TYPE: the body is not application/json',
+  422: "UNKNOWN_ENTRY, UNKNOWN_IMAGE or OVERRIDE_REFUSED: the installation's catalog cannot serve the request",
+  429: 'RATE_LIMITED: too many writes with this token; see Retry-After',
+  503: 'TEMPORAL_UNAVAILABLE, CATALOG_UNAVAILABLE or CATALOG_CONFLICT: retry later',
+};
+/** A read: bad query, no token, Temporal away. */
+export const readErrors = answers(400, 401, 503);
+/** A read of one resource by path. */
+export const pathReadErrors = answers(400, 401, 404, 414, 503);
+/** A write (with or without a body). */
+export const writeErrors = answers(400, 401, 403, 404, 413, 414, 415, 422, 429, 503);
+const errors = readErrors;
 const secured = [{ bearer: [] }];
+
+const readiness = {
+  type: 'object',
+  properties: {
+    ready: { type: 'boolean' },
+    temporal: { type: 'string' },
+    taskQueue: { type: 'string' },
+    pollers: { type: 'object', properties: { workflow: { type: 'integer' }, activity: { type: 'integer' } } },
+    reason: { type: 'string' },
+  },
+} as const;
 
 export const routeSchemas = {
   create: {
@@ -158,8 +191,8 @@ export const routeSchemas = {
     response: {
       200: { type: 'object', properties: { created: { type: 'boolean' }, proxy: proxySummarySchema } },
       201: { type: 'object', properties: { created: { type: 'boolean' }, proxy: proxySummarySchema } },
+      ...writeErrors,
       409: errorSchema,
-      ...errors,
     },
   },
   list: {
@@ -193,8 +226,7 @@ export const routeSchemas = {
           statusError: { type: 'string' },
         },
       },
-      404: errorSchema,
-      ...errors,
+      ...pathReadErrors,
     },
   },
   delete: {
@@ -206,15 +238,14 @@ export const routeSchemas = {
     response: {
       200: { type: 'object', additionalProperties: true },
       202: { type: 'object', additionalProperties: true },
-      404: errorSchema,
-      ...errors,
+      ...writeErrors,
     },
   },
   providers: {
     summary: "The latest provider-health schedule run's survey of every host",
     tags: ['fleet'],
     security: secured,
-    response: { 200: { type: 'object', additionalProperties: true }, 404: errorSchema, ...errors },
+    response: { 200: { type: 'object', additionalProperties: true }, ...answers(401, 404, 503) },
   },
   discovery: {
     summary: 'Healthy proxies only, as ip:port with entry and age: what clients of the proxies use',
@@ -246,11 +277,25 @@ export const routeSchemas = {
       ...errors,
     },
   },
-  healthz: { summary: 'Liveness: the API process answers (no auth)', tags: ['ops'] },
+  healthz: {
+    summary: 'Liveness: the API process answers (no auth)',
+    tags: ['ops'],
+    response: { 200: { type: 'object', properties: { status: { type: 'string' } } } },
+  },
   readyz: {
     summary: 'Readiness: Temporal reachable and a worker polling the task queue (no auth)',
     tags: ['ops'],
+    response: { 200: readiness, 503: { ...readiness, description: 'not ready: reason says why' } },
   },
-  metrics: { summary: 'Prometheus text exposition', tags: ['ops'], security: secured },
+  metrics: {
+    summary: 'Prometheus text exposition (scrape with a read token: docs/api.md)',
+    tags: ['ops'],
+    security: secured,
+    produces: ['text/plain'],
+    response: {
+      200: { description: 'Prometheus text format 0.0.4', content: { 'text/plain': { schema: { type: 'string' } } } },
+      ...answers(401),
+    },
+  },
   openapi: { summary: 'This document', tags: ['ops'], security: secured },
 } as const;

@@ -8,7 +8,7 @@ import { Ajv } from 'ajv';
 import type { Logger } from 'pino';
 import type { TokenAuth } from './auth.ts';
 import type { Role } from './auth.ts';
-import { errorBody, handleError } from './errors.ts';
+import { ApiError, handleError } from './errors.ts';
 import { createMetrics } from './metrics.ts';
 import { PageTokens } from './page-token.ts';
 import { registerOpsRoutes } from './routes-ops.ts';
@@ -57,6 +57,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     onProtoPoisoning: 'error',
     onConstructorPoisoning: 'error',
     routerOptions: { maxParamLength: 200 },
+    // The router's own refusals (a malformed or over-long path) in the API's error shape.
+    frameworkErrors: (err, request, reply) => handleError(err, request, reply),
   });
   const auth = typeof options.auth === 'function' ? options.auth : () => options.auth as TokenAuth;
 
@@ -82,10 +84,24 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   app.removeContentTypeParser('text/plain');
   app.decorateRequest('role', undefined);
   app.setErrorHandler(handleError);
+  // Every route's path and methods, for a 405 with Allow on a known path with another method.
+  const routes: { re: RegExp; methods: Set<string> }[] = [];
+  app.addHook('onRoute', (route) => {
+    const re = new RegExp(`^${route.url.replace(/:[^/]+/g, '[^/]+')}$`);
+    let found = routes.find((r) => r.re.source === re.source);
+    if (found === undefined) routes.push((found = { re, methods: new Set() }));
+    for (const m of [route.method].flat()) found.methods.add(m);
+  });
   app.setNotFoundHandler((request, reply) => {
-    void reply
-      .code(404)
-      .send(errorBody('NOT_FOUND', `no route ${request.method} ${request.url.split('?')[0]}; see /openapi.json`));
+    const path = request.url.split('?')[0] ?? '';
+    const known = routes.find((r) => r.re.test(path));
+    if (known !== undefined) {
+      const allow = [...known.methods].sort().join(', ');
+      const e = new ApiError('METHOD_NOT_ALLOWED', `${path} does not answer ${request.method}; it answers ${allow}`);
+      void reply.header('allow', allow);
+      return handleError(e, request, reply);
+    }
+    handleError(new ApiError('NOT_FOUND', `no route ${request.method} ${path}; see /openapi.json`), request, reply);
   });
 
   const metrics = createMetrics(options.store);
@@ -124,7 +140,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     pageTokens: new PageTokens(options.pageTokenSecret),
   });
   registerOpsRoutes(app, { store: options.store, taskQueue: options.taskQueue, registry: metrics.registry });
-  if (options.warmer) registerImageRoutes(app, { warmer: options.warmer, taskQueue: options.taskQueue });
+  if (options.warmer)
+    registerImageRoutes(app, { warmer: options.warmer, taskQueue: options.taskQueue, store: options.store });
   app.get('/openapi.json', { schema: { hide: true } }, () => app.swagger());
   return app;
 }

@@ -13,12 +13,15 @@ import { PROXY_WORKFLOW_TYPE } from '../contracts/proxy.ts';
 import type { ProxyOutcome, ProxySpec, ProxyStatus } from '../contracts/proxy.ts';
 import { SA_PROVIDER_ENTRY, SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
 import type { providerHealthWorkflow } from '../workflows/index.ts';
+import { catalogReader } from './catalog.ts';
+import type { CatalogView } from './catalog.ts';
 import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
 import { isTemporalUnavailable } from './errors.ts';
 import { describeProxy, proxyStatus, requestProxyDelete, startProxy, summaryOf, waitProxyOutcome } from './proxies.ts';
 import type { DeleteResult, ProxySummary, StartResult } from './proxies.ts';
 
 export type { DeleteResult, ProxySummary, StartResult } from './proxies.ts';
+export type { CatalogView } from './catalog.ts';
 
 export interface ProviderHealthView {
   scheduleId: string;
@@ -54,6 +57,8 @@ export interface ProxyStore {
   waitOutcome(entry: string, name: string, timeoutMs: number): Promise<ProxyOutcome | undefined>;
   providerHealth(): Promise<ProviderHealthView | undefined>;
   pollers(taskQueue: string): Promise<Pollers>;
+  /** What the workers of `taskQueue` publish of their providers file (client/catalog.ts). */
+  catalog(taskQueue: string): Promise<CatalogView>;
 }
 
 export interface TemporalStoreOptions {
@@ -92,7 +97,9 @@ export function temporalStore(client: Client, options: TemporalStoreOptions = {}
     withDeadline(client, what, timeoutMs, fn);
   const o = { callTimeoutMs };
 
+  const catalog = catalogReader(client);
   return {
+    catalog,
     start: (spec, taskQueue) => startProxy(client, spec, { ...o, taskQueue }),
     describe: (entry, name) => describeProxy(client, entry, name, o),
     status: (entry, name) => proxyStatus(client, entry, name),

@@ -6,6 +6,7 @@ import { WARM_WORKFLOW_TYPE, warmWorkflowId } from '../contracts/warm.ts';
 import type { WarmResult } from '../contracts/warm.ts';
 import type { warmImageWorkflow } from '../workflows/index.ts';
 import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
+import { isTemporalUnavailable } from './errors.ts';
 
 /** What a warm looks like to a client. */
 export type WarmView =
@@ -17,8 +18,16 @@ export type WarmView =
 export interface ImageWarmer {
   /** Starts the warm, or joins the one running for (entry, key). */
   start(entry: string, key: string, taskQueue: string): Promise<{ workflowId: string; runId: string }>;
-  /** The warm's state, waiting up to `waitMs` for its end; undefined when there is none. */
+  /** The warm's state, waiting up to `waitMs` (0: not at all) for its end; undefined when there is none. */
   view(entry: string, key: string, waitMs: number): Promise<WarmView | undefined>;
+}
+
+const outcome = (workflowId: string, result: WarmResult): WarmView => ({ workflowId, state: 'Done', result });
+
+/** A warm that did not complete: failed, cancelled, terminated or timed out, with the innermost reason. */
+function failed(workflowId: string, err: WorkflowFailedError): WarmView {
+  const inner = err.cause?.cause instanceof Error ? err.cause.cause.message : undefined;
+  return { workflowId, state: 'Failed', error: inner ?? err.cause?.message ?? err.message };
 }
 
 export function temporalWarmer(client: Client, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS): ImageWarmer {
@@ -41,21 +50,31 @@ export function temporalWarmer(client: Client, callTimeoutMs = DEFAULT_CALL_TIME
       const workflowId = warmWorkflowId(entry, key);
       const h = client.workflow.getHandle<typeof warmImageWorkflow>(workflowId);
       const describe = () => withDeadline(client, 'describe', callTimeoutMs, () => h.describe());
+      let status: string;
       try {
-        await describe();
+        status = (await describe()).status.name;
       } catch (err) {
         if (err instanceof WorkflowNotFoundError) return undefined;
         throw err;
       }
-      try {
-        const result = await withDeadline(client, 'the warm result', Math.max(1, waitMs), () => h.result());
-        return { workflowId, state: 'Done', result };
-      } catch (err) {
-        if (err instanceof WorkflowFailedError) {
-          const inner = err.cause?.cause instanceof Error ? err.cause.cause.message : undefined;
-          return { workflowId, state: 'Failed', error: inner ?? err.cause?.message ?? err.message };
+      // A closed run's result is read under the call deadline, never under the caller's wait: its
+      // outcome (completed, failed, cancelled, terminated, timed out) is there to read. A run that
+      // continued as new is followed to the latest, which describe() already named.
+      if (status === 'RUNNING') {
+        if (waitMs <= 0) return { workflowId, state: 'Running' };
+        try {
+          return outcome(workflowId, await withDeadline(client, 'the warm result', waitMs, () => h.result()));
+        } catch (err) {
+          if (err instanceof WorkflowFailedError) return failed(workflowId, err);
+          if (!isTemporalUnavailable(err)) throw err;
+          // The wait ended first: still running, or ended just now (then read below).
+          if ((await describe()).status.name === 'RUNNING') return { workflowId, state: 'Running' };
         }
-        if ((await describe()).status.name === 'RUNNING') return { workflowId, state: 'Running' };
+      }
+      try {
+        return outcome(workflowId, await withDeadline(client, 'the warm result', callTimeoutMs, () => h.result()));
+      } catch (err) {
+        if (err instanceof WorkflowFailedError) return failed(workflowId, err);
         throw err;
       }
     },

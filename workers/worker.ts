@@ -93,6 +93,7 @@ const [
   { createWorkerMetrics },
   { setupTracing },
   { loadWorkflowBundle },
+  { catalogOf, startCatalogPublisher },
 ] = await Promise.all([
   import('../client/connection.ts'),
   import('../client/search-attributes.ts'),
@@ -108,6 +109,7 @@ const [
   import('../activities/metrics.ts'),
   import('../runtime/telemetry.ts'),
   import('../runtime/workflow-bundle.ts'),
+  import('../runtime/catalog.ts'),
 ]);
 
 /** The workflow bundle's entry; runtime/workflow-bundle.ts bundles it (or finds it bundled). */
@@ -158,6 +160,7 @@ let metricsServer: Server | undefined;
 const metrics = listenMatch ? createWorkerMetrics() : undefined;
 const registry = new HostRegistry(config, log.child({ component: 'ssh' }), metrics);
 const tracing = setupTracing(log.child({ component: 'otel' }));
+let catalogPublisher: { stop(): Promise<void> } | undefined;
 
 try {
   // Before the worker polls: the workflows set these attributes, and the API lists by them. A
@@ -173,6 +176,13 @@ try {
     );
   }
   if (!values['no-schedules']) await ensureSchedules(client, config, taskQueue);
+  // What the API validates requests against (docs/api.md, "Catalog"): published before polling.
+  catalogPublisher = await startCatalogPublisher(
+    client,
+    taskQueue,
+    catalogOf(config),
+    log.child({ component: 'catalog' }),
+  );
   if (metrics && listenMatch) {
     const served = await serveMetrics(
       metrics.registry,
@@ -217,6 +227,7 @@ try {
   log.fatal({ err }, 'worker failed');
   process.exitCode = 1;
 } finally {
+  await catalogPublisher?.stop();
   metricsServer?.close();
   registry.close();
   await tracing.shutdown();

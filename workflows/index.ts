@@ -5,3 +5,4 @@ export { proxyLifecycle } from './proxy/index.ts';
 export { ensureImageWorkflow } from './image.ts';
 export { orphanGcWorkflow, providerHealthWorkflow } from './fleet.ts';
 export { warmImageWorkflow } from './warm.ts';
+export { catalogWorkflow } from './catalog.ts';

@@ -16,7 +16,10 @@ import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import { Client, Connection } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
+import { API_ERRORS } from '../../api/errors.ts';
+import type { ApiErrorCode } from '../../api/errors.ts';
 import { PROXY_DELETE_UPDATE, proxyWorkflowId } from '../../contracts/proxy.ts';
+import { catalogOf, startCatalogPublisher } from '../../runtime/catalog.ts';
 import { apiError, http, startTestApi, writeTokens } from '../support/api.ts';
 import type { TestApi, TestTokens } from '../support/api.ts';
 import { fleetConfig, startFleetWorker } from '../support/fleet.ts';
@@ -38,6 +41,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
   let tokens: TestTokens;
   let worker: RunningWorker | undefined;
   let api: TestApi;
+  let catalog: { stop(): Promise<void> } | undefined;
   const apis: TestApi[] = [];
   const entry = `api${run}`;
   const taskQueue = uniqueId('api');
@@ -54,6 +58,8 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
     const url = mirror.serve(`/${entry}/empty.qcow2`, await readFile(file));
     const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [hosts[0]!], images: { empty: { url } } });
     worker = await startFleetWorker(connection, client, config, taskQueue);
+    // What workers/worker.ts does at start-up: the API validates writes against it.
+    catalog = await startCatalogPublisher(client, taskQueue, catalogOf(config), { info() {}, warn() {} });
     tokens = await writeTokens(tmp);
     api = await startTestApi(client, taskQueue, tokens);
     apis.push(api);
@@ -74,6 +80,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
       }
     }
     for (const a of apis) await a.close();
+    await catalog?.stop();
     await worker?.stop();
     await mirror?.close();
     await connection?.close();
@@ -133,7 +140,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
     ];
     for (const [req, code, field] of cases) {
       const r = await call('POST', '/v1/proxies', req);
-      assert.equal(r.status, 400, `${code}: ${r.text}`);
+      assert.equal(r.status, API_ERRORS[code as ApiErrorCode], `${code}: ${r.text}`);
       assert.equal(apiError(r).code, code);
       assert.equal(apiError(r).field, field);
     }

@@ -4,7 +4,8 @@
  * a Healthy proxy, which the empty test image never becomes.
  */
 import { TemporalUnavailableError } from '../../client/errors.ts';
-import type { ProxyStore, ProxySummary, StartResult } from '../../client/store.ts';
+import type { CatalogView, ProxyStore, ProxySummary, StartResult } from '../../client/store.ts';
+import type { Catalog } from '../../contracts/catalog.ts';
 import type { ProxySpec, ProxyStatus } from '../../contracts/proxy.ts';
 
 export interface FakeProxy {
@@ -110,6 +111,32 @@ export class FakeStore implements ProxyStore {
     this.#count('pollers');
     return Promise.resolve({ workflow: 1, activity: 1 });
   }
+
+  /** What catalog() answers: by default entries lab (image deb), e (i) and disc (i). */
+  catalogView: CatalogView = {
+    kind: 'ok',
+    catalog: fakeCatalog({ lab: ['deb'], e: ['i'], disc: ['i'] }),
+    publishers: ['w1'],
+  };
+
+  catalog() {
+    this.#count('catalog');
+    return Promise.resolve(this.catalogView);
+  }
+}
+
+/** A catalog of `images` by entry, with the default VM and every Squid override allowed. */
+export function fakeCatalog(images: Record<string, string[]>, digest = 'd1'): Catalog {
+  return {
+    digest,
+    entries: Object.entries(images).map(([name, keys]) => ({
+      name,
+      images: keys,
+      vm: { vcpus: 1, memoryMiB: 512, diskGiB: 10 },
+      squidOverrides: ['allowedClientCidrs', 'port'],
+      allowOpenProxy: false,
+    })),
+  };
 }
 
 /** A ProxyStatus with everything filled in; override what a test needs. */

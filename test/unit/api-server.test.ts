@@ -10,7 +10,8 @@ import { syncBuiltinESMExports } from 'node:module';
 import { after, before, describe, it, mock } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { parseTokenFile, TokenAuth, TokenFileError } from '../../api/auth.ts';
-import { TemporalUnavailableError } from '../../api/errors.ts';
+import { API_ERRORS, TemporalUnavailableError } from '../../api/errors.ts';
+import type { ApiErrorCode } from '../../api/errors.ts';
 import { IDENTIFIER_PATTERN } from '../../api/schemas.ts';
 import { buildApi } from '../../api/server.ts';
 import { createLogger } from '../../lib/log/logger.ts';
@@ -182,9 +183,10 @@ describe('HTTP API over a fake store', () => {
       ['a JSON array', { body: [good] }, 'INVALID_FIELD', undefined],
     ];
     for (const [what, req, code, field] of cases) {
-      it(`${what} → 400 ${code}${field ? ` (${field})` : ''}`, async () => {
+      const status = API_ERRORS[code as ApiErrorCode];
+      it(`${what} → ${status} ${code}${field ? ` (${field})` : ''}`, async () => {
         const res = await call('POST', '/v1/proxies', req);
-        assert.equal(res.statusCode, 400, res.body);
+        assert.equal(res.statusCode, status, res.body);
         const err = errorOf(res);
         assert.equal(err.code, code);
         assert.equal(err.field, field);
