@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import type { Client, Connection } from '@temporalio/client';
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
+import { explainConnectFailure } from './connect-diagnosis.ts';
 import { isTemporalUnavailable, TemporalUnavailableError } from './errors.ts';
 
 /** The frontend address when TEMPORAL_ADDRESS is unset: scripts/temporal's dev server. */
@@ -140,70 +141,6 @@ export function sdkConnectionOptions(
   return options;
 }
 
-/**
- * What a failed connection attempt means, in words an operator acts on: the TLS cause (no client
- * certificate, a certificate the server does not trust, a server certificate this client does not
- * trust, TLS spoken to a plain server or the reverse, a wrong API key) before the SDK's message.
- */
-export function explainConnectError(
-  err: unknown,
-  settings: Pick<TemporalSettings, 'address' | 'tls' | 'apiKey'>,
-): string {
-  const text = causeText(err);
-  const at = `Temporal at ${settings.address}`;
-  const tls = settings.tls !== undefined || settings.apiKey !== undefined;
-  const rules: [RegExp, string][] = [
-    [
-      /certificate required|alert number 116/i,
-      `${at} requires a client certificate (mTLS): set --temporal-tls-cert and --temporal-tls-key (TEMPORAL_TLS_CERT, TEMPORAL_TLS_KEY)`,
-    ],
-    [
-      /bad certificate|unknown ca|alert number 4[28]|certificate unknown|alert number 46/i,
-      `${at} refused this client's certificate (not signed by a CA the server trusts, or expired): check --temporal-tls-cert / TEMPORAL_TLS_CERT`,
-    ],
-    [
-      /self[- ]signed|unable to (get local issuer|verify)|certificate verify failed|UnknownIssuer/i,
-      `the certificate of ${at} is not signed by a trusted CA: set --temporal-tls-ca / TEMPORAL_TLS_CA to the CA that signed it`,
-    ],
-    [
-      /altnames|hostname|NotValidForName|does not match|ERR_TLS_CERT_ALTNAME/i,
-      `the certificate of ${at} is not valid for that name: set --temporal-tls-server-name / TEMPORAL_TLS_SERVER_NAME to a name it carries`,
-    ],
-    [
-      /wrong version number|packet length too long|InvalidContentType|CorruptMessage|http\/1\.x server/i,
-      tls
-        ? `${at} does not speak TLS: unset the --temporal-tls-* options (or connect to its TLS port)`
-        : `${at} answered with something other than plain gRPC`,
-    ],
-    [
-      /unauthenticated|invalid api key|\b16 UNAUTH/i,
-      `${at} did not accept the credentials: check --temporal-api-key / TEMPORAL_API_KEY`,
-    ],
-  ];
-  for (const [pattern, meaning] of rules) if (pattern.test(text)) return `${meaning} (${firstLine(err)})`;
-  if (!tls && /Connection dropped|ECONNRESET|socket hang up|Premature close|Stream removed/i.test(text)) {
-    return `${at} closed the connection: does it require TLS? set --temporal-tls-ca (and for mTLS --temporal-tls-cert, --temporal-tls-key) (${firstLine(err)})`;
-  }
-  return firstLine(err);
-}
-
-function firstLine(err: unknown): string {
-  return (err instanceof Error ? err.message : String(err)).split('\n')[0]!;
-}
-
-/** The messages of `err` and its causes, joined (the TLS reason is often only in a cause). */
-function causeText(err: unknown): string {
-  const parts: string[] = [];
-  for (let e: unknown = err, depth = 0; e !== undefined && e !== null && depth < 8; depth++) {
-    const o = e as { message?: unknown; details?: unknown; cause?: unknown };
-    if (typeof o.message === 'string') parts.push(o.message);
-    else if (typeof e === 'string') parts.push(e);
-    if (typeof o.details === 'string') parts.push(o.details);
-    e = o.cause;
-  }
-  return parts.join(' | ');
-}
-
 export interface ConnectOptions {
   /** Bound of the connection attempt, in ms. */
   connectTimeoutMs: number;
@@ -211,7 +148,7 @@ export interface ConnectOptions {
   lazy?: boolean;
 }
 
-/** A connection attempt failed; the message says why in an operator's words (explainConnectError), the cause is the SDK's error. */
+/** A connection attempt failed; the message says why in an operator's words (client/connect-diagnosis.ts), the cause is the SDK's error. */
 export class TemporalConnectError extends Error {
   override readonly name = 'TemporalConnectError';
 }
@@ -230,7 +167,7 @@ export async function connectClient(
   try {
     connection = o.lazy ? Connection.lazy(options) : await Connection.connect(options);
   } catch (err) {
-    throw new TemporalConnectError(explainConnectError(err, settings), { cause: err });
+    throw new TemporalConnectError(await explainConnectFailure(err, settings), { cause: err });
   }
   return new Client({ connection, namespace: settings.namespace });
 }

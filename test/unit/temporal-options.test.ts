@@ -10,12 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { describe, it } from 'node:test';
-import {
-  explainConnectError,
-  sdkConnectionOptions,
-  TemporalSettingsError,
-  temporalSettings,
-} from '../../client/connection.ts';
+import { explainConnectError } from '../../client/connect-diagnosis.ts';
+import { sdkConnectionOptions, TemporalSettingsError, temporalSettings } from '../../client/connection.ts';
 import { OptionError } from '../../runtime/options.ts';
 import { TEMPORAL_CONNECTION_OPTIONS, temporalSettingsFromOptions } from '../../runtime/temporal-options.ts';
 
