@@ -3,6 +3,8 @@
 // endpoints, one error handler, metrics, and the OpenAPI document at /openapi.json.
 import Fastify from 'fastify';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { createHash } from 'node:crypto';
+import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import { Ajv } from 'ajv';
 import type { Logger } from 'pino';
@@ -44,6 +46,8 @@ export interface ApiOptions {
   deleteWaitMs?: number;
   /** Key of the page-token MACs; replicas behind one address share it. Default: random per process. */
   pageTokenSecret?: string;
+  /** Writes (POST, DELETE) one token may make per minute; 0: no limit. Default 120. */
+  writesPerMinute?: number;
 }
 
 /** Builds the API (routes registered, not listening). */
@@ -118,6 +122,30 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     const route = request.routeOptions.url ?? 'unmatched';
     metrics.requests.inc({ method: request.method, route, status: String(reply.statusCode) });
     metrics.duration.observe({ method: request.method, route }, reply.elapsedTime / 1000);
+  });
+
+  // Writes per token (a runaway script cannot start thousands of workflows): counted after auth
+  // and validation, per SHA-256 of the bearer token; over the limit, 429 RATE_LIMITED with Retry-After.
+  const writesPerMinute = options.writesPerMinute ?? 120;
+  // Before the plugin's own onRoute hook, which reads each route's rateLimit config.
+  app.addHook('onRoute', (route) => {
+    const methods = [route.method].flat();
+    if (writesPerMinute > 0 && methods.some((m) => m === 'POST' || m === 'DELETE')) {
+      route.config = { ...route.config, rateLimit: { max: writesPerMinute, timeWindow: 60_000 } };
+    }
+  });
+  await app.register(rateLimit, {
+    global: false,
+    hook: 'preHandler',
+    keyGenerator: (request) =>
+      createHash('sha256')
+        .update(request.headers.authorization ?? '')
+        .digest('hex'),
+    errorResponseBuilder: (_request, ctx) =>
+      new ApiError(
+        'RATE_LIMITED',
+        `more than ${ctx.max} writes a minute with this token; retry in ${ctx.after} (see Retry-After)`,
+      ),
   });
 
   await app.register(swagger, {

@@ -2,6 +2,7 @@
 //
 //   node workers/api.ts --token-file FILE [--listen HOST] [--port N] [--task-queue NAME]
 //                       [--body-limit-bytes N] [--delete-wait-ms MS] [--allow-open-proxy]
+//                       [--writes-per-minute N]
 //
 // Environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE (defaults in
 // client/connection.ts: 127.0.0.1:7233, `default`, `egress-proxies`), EP_API_TOKEN_FILE, EP_API_PAGE_TOKEN_SECRET (the
@@ -27,6 +28,8 @@ Options:
   --task-queue NAME       task queue of the proxy workflows (default $TEMPORAL_TASK_QUEUE or ${TASK_QUEUE})
   --body-limit-bytes N    largest request body (default 65536)
   --delete-wait-ms MS     bound of DELETE ?wait=true without waitMs (default 60000)
+  --writes-per-minute N   POST/DELETE requests one token may make per minute (default 120; 0: no
+                          limit); over it, 429 RATE_LIMITED with Retry-After
   --allow-open-proxy      accept squid.allowedClientCidrs overrides that admit every address (/0, or blocks
                           that together cover IPv4: an open proxy; refused by default)
   -h, --help              this text
@@ -46,6 +49,7 @@ const { values } = parseArgsOrExit(
       'body-limit-bytes': { type: 'string', default: '65536' },
       'delete-wait-ms': { type: 'string', default: '60000' },
       'allow-open-proxy': { type: 'boolean', default: false },
+      'writes-per-minute': { type: 'string', default: '120' },
       help: { type: 'boolean', short: 'h', default: false },
     },
   },
@@ -57,6 +61,7 @@ if (values.help) {
 }
 const port = orExit(() => wholeNumber('port', values.port, { min: 0, max: 65535 }));
 const bodyLimitBytes = orExit(() => wholeNumber('body-limit-bytes', values['body-limit-bytes'], { min: 1024 }));
+const writesPerMinute = orExit(() => wholeNumber('writes-per-minute', values['writes-per-minute'], { min: 0 }));
 const deleteWaitMs = orExit(() => wholeNumber('delete-wait-ms', values['delete-wait-ms']));
 const tokenFile = values['token-file'];
 if (tokenFile === undefined || tokenFile === '') {
@@ -113,6 +118,7 @@ const app = await buildApi({
   bodyLimitBytes,
   deleteWaitMs,
   allowOpenProxy: values['allow-open-proxy'],
+  writesPerMinute,
   pageTokenSecret: process.env['EP_API_PAGE_TOKEN_SECRET'],
 });
 
