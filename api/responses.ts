@@ -40,6 +40,9 @@ export type DeleteProxyResponse =
   /** 200 with ?wait=true: the workflow ended. */
   | (DeleteAccepted & { workflowId: string; done: true; state: ProxyOutcome['state']; outcome: ProxyOutcome });
 
+/** `POST /v1/proxies/{entry}/{name}/resize`: 200 applied (the new status), 202 still applying at the bound. */
+export type ResizeProxyResponse = { done: true; status: ProxyStatus } | { done: false; message: string };
+
 /** `POST /v1/images/{entry}/{key}/warm`: 202 Running when started without ?wait=true, else the warm's view. */
 export type WarmResponse = WarmView | { workflowId: string; runId: string; state: 'Running' };
 

@@ -3,7 +3,7 @@
 import type { FastifyInstance } from 'fastify';
 import { openBlocks, parseCidr } from '../contracts/cidr.ts';
 import { CODES } from '../contracts/errors.ts';
-import type { ProxySpec } from '../contracts/proxy.ts';
+import type { ProxySpec, VmSize } from '../contracts/proxy.ts';
 import { requireWrite } from './auth.ts';
 import { checkSpec } from './catalog.ts';
 import type { PageTokens } from './page-token.ts';
@@ -102,6 +102,27 @@ export function registerProxyRoutes(app: FastifyInstance, o: ProxyRoutesOptions)
       return { proxy, statusError: `the status query failed: ${(err as Error).message.slice(0, 300)}` };
     }
   });
+
+  app.post<{ Params: Params; Querystring: { waitMs?: number }; Body: VmSize }>(
+    '/v1/proxies/:entry/:name/resize',
+    { schema: routeSchemas.resize },
+    async (request, reply) => {
+      requireWrite(request.role, 'resizing a proxy');
+      const { entry, name } = request.params;
+      const waitMs = request.query.waitMs ?? o.deleteWaitMs;
+      const result = await store.resize(entry, name, request.body, waitMs);
+      if (result === undefined) throw notFound(entry, name);
+      if (result.kind === 'refused') {
+        throw new ApiError('RESIZE_REFUSED', `proxy ${entry}/${name} was not resized: ${result.message.slice(0, 300)}`);
+      }
+      if (result.kind === 'pending') {
+        return reply
+          .code(202)
+          .send({ done: false, message: `accepted; not applied after ${waitMs} ms (it waits for Running)` });
+      }
+      return reply.code(200).send({ done: true, status: result.status });
+    },
+  );
 
   app.delete<{ Params: Params; Querystring: { wait?: boolean; waitMs?: number } }>(
     '/v1/proxies/:entry/:name',

@@ -70,6 +70,18 @@ export const proxySpecSchema = {
   },
 } as const;
 
+/** The body of a resize: the new VM size, at least one field. */
+export const resizeBodySchema = {
+  type: 'object',
+  additionalProperties: false,
+  minProperties: 1,
+  properties: {
+    vcpus: within(VM_LIMITS.vcpus),
+    memoryMiB: within(VM_LIMITS.memoryMiB),
+    diskGiB: within(VM_LIMITS.diskGiB),
+  },
+} as const;
+
 export const errorSchema = {
   type: 'object',
   additionalProperties: false,
@@ -154,7 +166,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   401: 'UNAUTHENTICATED: no or unknown bearer token',
   403: 'FORBIDDEN: a read-only token on a write',
   404: 'NOT_FOUND',
-  409: 'CONFLICT or NOT_RUNNING',
+  409: 'CONFLICT or RESIZE_REFUSED',
   413: 'BODY_TOO_LARGE',
   414: 'URI_TOO_LONG: a path segment over the router limit',
   415: 'UNSUPPORTED_CONTENT_TYPE: the body is not application/json',
@@ -239,6 +251,30 @@ export const routeSchemas = {
       200: { type: 'object', additionalProperties: true },
       202: { type: 'object', additionalProperties: true },
       ...writeErrors,
+    },
+  },
+  resize: {
+    summary:
+      'Resize a proxy (restart included): waits for Running and the new size, bounded by waitMs (202 when still applying)',
+    tags: ['proxies'],
+    security: secured,
+    params: pathParams,
+    querystring: {
+      type: 'object',
+      additionalProperties: false,
+      properties: {
+        waitMs: { type: 'integer', minimum: 1, maximum: 600000, description: 'bound of the wait (default 60000)' },
+      },
+    },
+    body: resizeBodySchema,
+    response: {
+      200: {
+        type: 'object',
+        properties: { done: { type: 'boolean' }, status: { type: 'object', additionalProperties: true } },
+      },
+      202: { type: 'object', properties: { done: { type: 'boolean' }, message: { type: 'string' } } },
+      ...writeErrors,
+      409: errorSchema,
     },
   },
   providers: {

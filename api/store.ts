@@ -9,6 +9,7 @@ export type {
   ProviderHealthView,
   ProxyStore,
   ProxySummary,
+  ResizeResult,
   StartResult,
   TemporalStoreOptions,
 } from '../client/store.ts';

@@ -39,8 +39,8 @@ export async function readToken(file: string): Promise<string> {
 export function exitFor(status: number): number {
   if (status === 404) return EXIT.notFound;
   if (status === 409) return EXIT.conflict;
-  if (status === 400 || status === 413) return EXIT.usage;
-  if (status === 503 || status === 502 || status === 504) return EXIT.unavailable;
+  if ([400, 413, 414, 415, 422].includes(status)) return EXIT.usage;
+  if (status === 503 || status === 502 || status === 504 || status === 429) return EXIT.unavailable;
   return EXIT.failure;
 }
 

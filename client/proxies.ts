@@ -2,11 +2,17 @@
 // the delete update and the wait for its end. Every caller (the API's store, egressctl proxy up, tests)
 // starts a proxy here, so a proxy started by any of them carries its spec in the memo and a second
 // start with the same spec finds the same run, while another spec is a conflict.
-import { WorkflowExecutionAlreadyStartedError, WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
+import {
+  WorkflowExecutionAlreadyStartedError,
+  WorkflowFailedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  WorkflowUpdateStage,
+} from '@temporalio/client';
 import type { Client, WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
-import { proxyDeleteUpdate, proxyStatusQuery } from '../contracts/messages.ts';
+import { proxyDeleteUpdate, proxyResizeUpdate, proxyStatusQuery } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
-import type { DeleteAccepted, ProxyOutcome, ProxySpec, ProxyStatus } from '../contracts/proxy.ts';
+import type { DeleteAccepted, ProxyOutcome, ProxySpec, ProxyStatus, VmSize } from '../contracts/proxy.ts';
 import { SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
 import type { proxyLifecycle } from '../workflows/index.ts';
 import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
@@ -274,5 +280,56 @@ export async function waitProxyOutcome(
     }
     if (isTemporalUnavailable(err)) return undefined; // the deadline passed: still deleting
     throw err;
+  }
+}
+
+export type ResizeResult =
+  /** Applied: the status with the new size. */
+  | { kind: 'done'; status: ProxyStatus }
+  /** Accepted, still waiting for Running or applying at the bound. */
+  | { kind: 'pending' }
+  /** The workflow refused the resize (its state) or it failed; `message` says why. */
+  | { kind: 'refused'; message: string };
+
+/**
+ * Sends the `resize` update and waits up to `waitMs` for it to be applied; undefined when no
+ * workflow has that ID, `refused` when the proxy is not open or the workflow refuses.
+ */
+export async function resizeProxy(
+  client: Client,
+  entry: string,
+  name: string,
+  size: VmSize,
+  waitMs: number,
+  o: ProxyCallOptions = {},
+): Promise<ResizeResult | undefined> {
+  const existing = await describeProxy(client, entry, name, o);
+  if (existing === undefined) return undefined;
+  if (existing.execution !== 'RUNNING') {
+    return { kind: 'refused', message: `proxy ${entry}/${name} has ended (${existing.state ?? existing.execution})` };
+  }
+  const refused = (err: unknown): ResizeResult | undefined => {
+    if (err instanceof WorkflowUpdateFailedError) {
+      return { kind: 'refused', message: err.cause?.message ?? err.message };
+    }
+    if (err instanceof WorkflowNotFoundError) return undefined;
+    throw err;
+  };
+  let update;
+  try {
+    update = await withDeadline(client, 'the resize update', o.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS, () =>
+      handleOf(client, entry, name).startUpdate(proxyResizeUpdate, {
+        args: [size],
+        waitForStage: WorkflowUpdateStage.ACCEPTED,
+      }),
+    );
+  } catch (err) {
+    return refused(err);
+  }
+  try {
+    return { kind: 'done', status: await withDeadline(client, 'the resize', waitMs, () => update.result()) };
+  } catch (err) {
+    if (isTemporalUnavailable(err)) return { kind: 'pending' };
+    return refused(err);
   }
 }

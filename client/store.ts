@@ -10,17 +10,25 @@ import { HEALTH_SCHEDULE_ID } from '../contracts/fleet.ts';
 import type { ProviderHealthResult } from '../contracts/fleet.ts';
 import { healthResultQuery } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE } from '../contracts/proxy.ts';
-import type { ProxyOutcome, ProxySpec, ProxyStatus } from '../contracts/proxy.ts';
+import type { ProxyOutcome, ProxySpec, ProxyStatus, VmSize } from '../contracts/proxy.ts';
 import { SA_PROVIDER_ENTRY, SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
 import type { providerHealthWorkflow } from '../workflows/index.ts';
 import { catalogReader } from './catalog.ts';
 import type { CatalogView } from './catalog.ts';
 import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
 import { isTemporalUnavailable } from './errors.ts';
-import { describeProxy, proxyStatus, requestProxyDelete, startProxy, summaryOf, waitProxyOutcome } from './proxies.ts';
-import type { DeleteResult, ProxySummary, StartResult } from './proxies.ts';
+import {
+  describeProxy,
+  proxyStatus,
+  requestProxyDelete,
+  resizeProxy,
+  startProxy,
+  summaryOf,
+  waitProxyOutcome,
+} from './proxies.ts';
+import type { DeleteResult, ProxySummary, ResizeResult, StartResult } from './proxies.ts';
 
-export type { DeleteResult, ProxySummary, StartResult } from './proxies.ts';
+export type { DeleteResult, ProxySummary, ResizeResult, StartResult } from './proxies.ts';
 export type { CatalogView } from './catalog.ts';
 
 export interface ProviderHealthView {
@@ -57,6 +65,8 @@ export interface ProxyStore {
   waitOutcome(entry: string, name: string, timeoutMs: number): Promise<ProxyOutcome | undefined>;
   providerHealth(): Promise<ProviderHealthView | undefined>;
   pollers(taskQueue: string): Promise<Pollers>;
+  /** The resize update, waiting up to `waitMs` for it to be applied; undefined: no such proxy. */
+  resize(entry: string, name: string, size: VmSize, waitMs: number): Promise<ResizeResult | undefined>;
   /** What the workers of `taskQueue` publish of their providers file (client/catalog.ts). */
   catalog(taskQueue: string): Promise<CatalogView>;
 }
@@ -105,6 +115,7 @@ export function temporalStore(client: Client, options: TemporalStoreOptions = {}
     status: (entry, name) => proxyStatus(client, entry, name),
     requestDelete: (entry, name) => requestProxyDelete(client, entry, name, o),
     waitOutcome: (entry, name, timeoutMs) => waitProxyOutcome(client, entry, name, timeoutMs),
+    resize: (entry, name, size, waitMs) => resizeProxy(client, entry, name, size, waitMs, o),
 
     async list(query, pageSize, pageToken) {
       const res = await call('list', () =>

@@ -12,7 +12,8 @@ import { isTemporalUnavailable } from './errors.ts';
 export type WarmView =
   | { workflowId: string; state: 'Running' }
   | { workflowId: string; state: 'Done'; result: WarmResult }
-  | { workflowId: string; state: 'Failed'; error: string };
+  /** `code`: the failure's project code (contracts/errors.ts CODES) when it carries one. */
+  | { workflowId: string; state: 'Failed'; error: string; code?: string };
 
 /** The API's view of warm-image workflows. */
 export interface ImageWarmer {
@@ -27,7 +28,22 @@ const outcome = (workflowId: string, result: WarmResult): WarmView => ({ workflo
 /** A warm that did not complete: failed, cancelled, terminated or timed out, with the innermost reason. */
 function failed(workflowId: string, err: WorkflowFailedError): WarmView {
   const inner = err.cause?.cause instanceof Error ? err.cause.cause.message : undefined;
-  return { workflowId, state: 'Failed', error: inner ?? err.cause?.message ?? err.message };
+  const view: WarmView = { workflowId, state: 'Failed', error: inner ?? err.cause?.message ?? err.message };
+  const code = failureCode(err);
+  return code === undefined ? view : { ...view, code };
+}
+
+/** The project code a failure chain carries: details[0].code (FailureDetails) or an ApplicationFailure's type. */
+function failureCode(err: unknown): string | undefined {
+  let type: string | undefined;
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 8; depth++) {
+    const f = e as Error & { details?: unknown[]; type?: unknown };
+    const code = (f.details?.[0] as { code?: unknown } | undefined)?.code;
+    if (typeof code === 'string') return code;
+    if (typeof f.type === 'string' && f.type !== '') type = f.type;
+    e = f.cause;
+  }
+  return type;
 }
 
 export function temporalWarmer(client: Client, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS): ImageWarmer {

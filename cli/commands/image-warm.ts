@@ -4,9 +4,6 @@ import { api, EXIT } from '../http.ts';
 import { enc, positive, print, ref } from '../command.ts';
 import type { Command } from '../command.ts';
 
-/** A failed warm whose cause is the request (unknown entry or key), not the hosts: exit 2. */
-const BAD_REQUEST = new RegExp(`${CODES.proxySpecInvalid}|has no image|no provider entry`);
-
 export const imageWarm: Command = {
   name: 'image warm',
   usage: 'image warm ENTRY/KEY [--wait] [--wait-ms MS]',
@@ -34,7 +31,9 @@ export const imageWarm: Command = {
       print(ctx, body, [{ host: '-', state: body.state, error }], ['host', 'state', 'error']);
     }
     if (!wait) return EXIT.ok;
-    if (body.state === 'Failed') return BAD_REQUEST.test(body.error) ? EXIT.usage : EXIT.failure;
+    // The API refuses an unknown entry or key (422, exit 2) before it starts; a warm the workflow
+    // refused (the second line) carries the same cause as its code.
+    if (body.state === 'Failed') return body.code === CODES.proxySpecInvalid ? EXIT.usage : EXIT.failure;
     if (body.state !== 'Done' || body.result.hosts.some((h) => !h.ok)) return EXIT.failure;
     return EXIT.ok;
   },

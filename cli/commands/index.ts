@@ -10,6 +10,7 @@ import { proxyCreate } from './proxy-create.ts';
 import { proxyDelete } from './proxy-delete.ts';
 import { proxyGet } from './proxy-get.ts';
 import { proxyList } from './proxy-list.ts';
+import { proxyResize } from './proxy-resize.ts';
 import { proxyUp } from './proxy-up.ts';
 import { proxyWatch } from './proxy-watch.ts';
 import { smoke } from './smoke.ts';
@@ -19,6 +20,7 @@ export const COMMANDS: readonly Command[] = [
   proxyGet,
   proxyList,
   proxyDelete,
+  proxyResize,
   proxyWatch,
   proxyUp,
   imageWarm,

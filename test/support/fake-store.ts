@@ -4,9 +4,9 @@
  * a Healthy proxy, which the empty test image never becomes.
  */
 import { TemporalUnavailableError } from '../../client/errors.ts';
-import type { CatalogView, ProxyStore, ProxySummary, StartResult } from '../../client/store.ts';
+import type { CatalogView, ProxyStore, ProxySummary, ResizeResult, StartResult } from '../../client/store.ts';
 import type { Catalog } from '../../contracts/catalog.ts';
-import type { ProxySpec, ProxyStatus } from '../../contracts/proxy.ts';
+import type { ProxySpec, ProxyStatus, VmSize } from '../../contracts/proxy.ts';
 
 export interface FakeProxy {
   spec: ProxySpec;
@@ -111,6 +111,18 @@ export class FakeStore implements ProxyStore {
     this.#count('pollers');
     return Promise.resolve({ workflow: 1, activity: 1 });
   }
+
+  /** What resize() answers for a known proxy. */
+  resizeAnswer: ResizeResult = { kind: 'pending' };
+
+  resize(entry: string, name: string, size: VmSize) {
+    this.#count('resize');
+    const p = this.proxies.get(`proxy/${entry}/${name}`);
+    if (p === undefined) return Promise.resolve(undefined);
+    this.resized.push(size);
+    return Promise.resolve(this.resizeAnswer);
+  }
+  readonly resized: VmSize[] = [];
 
   /** What catalog() answers: by default entries lab (image deb), e (i) and disc (i). */
   catalogView: CatalogView = {

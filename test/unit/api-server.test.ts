@@ -338,6 +338,7 @@ describe('HTTP API over a fake store', () => {
         '/v1/providers',
         '/v1/proxies',
         '/v1/proxies/{entry}/{name}',
+        '/v1/proxies/{entry}/{name}/resize',
       ]);
       assert.deepEqual(Object.keys(doc.paths['/v1/proxies']!).sort(), ['get', 'post']);
       assert.deepEqual(Object.keys(doc.paths['/v1/proxies/{entry}/{name}']!).sort(), ['delete', 'get']);
