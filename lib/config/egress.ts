@@ -116,7 +116,12 @@ export interface EgressIssue {
  * whose literal address the policy refuses.
  */
 export function egressIssues(
-  squid: { allowDestinations: readonly string[]; allowPorts: readonly string[]; mode: string },
+  squid: {
+    allowDestinations: readonly string[];
+    allowPorts: readonly string[];
+    mode: string;
+    auth?: { probeCredentialsFile?: string | undefined } | undefined;
+  },
   allowOpenProxy: boolean,
   healthTarget?: string,
 ): EgressIssue[] {
@@ -140,6 +145,15 @@ export function egressIssues(
       input: squid.allowDestinations,
       message: `${cidrs.join(', ')} open${cidrs.length === 1 ? 's' : ''} every destination, reserved ranges included`,
       fix: 'list only the networks the proxies must reach, or set `allowOpenProxy: true` at the top of the providers file if an unrestricted proxy is really meant',
+    });
+  }
+  if (squid.auth && healthTarget !== undefined && squid.auth.probeCredentialsFile === undefined) {
+    issues.push({
+      path: ['auth', 'probeCredentialsFile'],
+      input: undefined,
+      message:
+        "is required when health.target is set: the health probe is a CONNECT like any client's and gets 407 without credentials",
+      fix: 'add a user of its own for the probe to htpasswdFile and name a file holding its user:password (mode 0600) in squid.auth.probeCredentialsFile',
     });
   }
   const host = healthTarget?.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');

@@ -87,6 +87,21 @@ describe('the policy in the providers file', () => {
     parseProvidersYaml(entryYaml('', '    health: { target: "198.51.100.7:443" }'), 't.yaml');
   });
 
+  it('refuses credentials without probe credentials where a health target is set', () => {
+    const health = '    health: { target: "198.51.100.7:443" }';
+    const found = issues(entryYaml(', auth: { htpasswdFile: /etc/ep/users }', health));
+    assert.deepEqual(
+      found.map((i) => i.path),
+      ['providers[0].squid.auth.probeCredentialsFile'],
+    );
+    assert.match(found[0]!.fix, /user:password/);
+    parseProvidersYaml(entryYaml(', auth: { htpasswdFile: /etc/ep/users }'), 't.yaml');
+    parseProvidersYaml(
+      entryYaml(', auth: { htpasswdFile: /etc/ep/users, probeCredentialsFile: /etc/ep/probe }', health),
+      't.yaml',
+    );
+  });
+
   it('refuses what is neither a block nor a name, and bad ports, naming the element', () => {
     const found = issues(entryYaml(', allowDestinations: [10.0.0.1/8, "a b"], allowPorts: [0, "9-3"], mode: open'));
     const paths = found.map((i) => i.path).sort();
