@@ -23,6 +23,7 @@ export interface ProxyRoutesOptions {
 interface ListQuery {
   state?: string;
   healthy?: boolean;
+  health?: string;
   entry?: string;
   host?: string;
   all?: boolean;
@@ -70,6 +71,7 @@ export function registerProxyRoutes(app: FastifyInstance, o: ProxyRoutesOptions)
     const query = listQuery({
       state: q.state,
       healthy: q.healthy,
+      health: q.health,
       entry: q.entry,
       host: q.host,
       openOnly: q.state === undefined && q.all !== true,

@@ -112,7 +112,12 @@ export const proxySummarySchema = {
     runId: { type: 'string' },
     execution: { type: 'string', description: 'Temporal execution status: RUNNING, COMPLETED, FAILED, ...' },
     state: { type: 'string', description: 'ProxyState search attribute (absent before the first publish)' },
-    healthy: { type: 'boolean' },
+    healthy: { type: 'boolean', description: 'ProxyHealthy: false also while Healthy is Unknown (booting)' },
+    health: {
+      type: 'string',
+      enum: ['True', 'False', 'Unknown'],
+      description: 'the Healthy condition, as GET shows it',
+    },
     host: { type: 'string' },
     ip: { type: 'string' },
     startTime: { type: 'string', format: 'date-time' },
@@ -133,6 +138,7 @@ export const listQuerySchema = {
   properties: {
     state: { type: 'string', enum: PROXY_STATES },
     healthy: { type: 'boolean' },
+    health: { type: 'string', enum: ['True', 'False', 'Unknown'], description: 'the Healthy condition' },
     entry: identifierSchema,
     host: identifierSchema,
     all: { type: 'boolean', description: 'include closed workflows (Deleted, Failed) when no state is given' },

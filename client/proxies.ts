@@ -13,7 +13,7 @@ import type { Client, WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/
 import { proxyDeleteUpdate, proxyResizeUpdate, proxyStatusQuery } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { DeleteAccepted, ProxyOutcome, ProxySpec, ProxyStatus, VmSize } from '../contracts/proxy.ts';
-import { SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
+import { SA_PROXY_HEALTH, SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
 import type { proxyLifecycle } from '../workflows/index.ts';
 import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
 import { isTemporalUnavailable, TemporalUnavailableError } from './errors.ts';
@@ -27,7 +27,10 @@ export interface ProxySummary {
   /** Temporal's execution status name: RUNNING, COMPLETED, FAILED, CANCELLED, TERMINATED, ... */
   execution: string;
   state?: string;
+  /** The ProxyHealthy Bool: false for a proxy whose Healthy condition is Unknown. */
   healthy?: boolean;
+  /** The Healthy condition (ProxyHealth): True, False or Unknown, as the status query says. */
+  health?: string;
   host?: string;
   ip?: string;
   startTime: string;
@@ -120,6 +123,10 @@ export function summaryOf(
   if (typeof state === 'string') out.state = state;
   const healthy = first(sa[SA_PROXY_HEALTHY]);
   if (typeof healthy === 'boolean') out.healthy = healthy;
+  const health = first(sa[SA_PROXY_HEALTH]);
+  // Runs recorded before ProxyHealth: only True can be read back from the Bool.
+  if (typeof health === 'string') out.health = health;
+  else if (healthy === true) out.health = 'True';
   const host = first(sa[SA_PROXY_HOST]);
   if (typeof host === 'string') out.host = host;
   if (typeof memo['ip'] === 'string') out.ip = memo['ip'];

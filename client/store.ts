@@ -11,7 +11,13 @@ import type { ProviderHealthResult } from '../contracts/fleet.ts';
 import { healthResultQuery } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE } from '../contracts/proxy.ts';
 import type { ProxyOutcome, ProxySpec, ProxyStatus, VmSize } from '../contracts/proxy.ts';
-import { SA_PROVIDER_ENTRY, SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
+import {
+  SA_PROVIDER_ENTRY,
+  SA_PROXY_HEALTH,
+  SA_PROXY_HEALTHY,
+  SA_PROXY_HOST,
+  SA_PROXY_STATE,
+} from '../contracts/search-attributes.ts';
 import type { providerHealthWorkflow } from '../workflows/index.ts';
 import { catalogReader } from './catalog.ts';
 import type { CatalogView } from './catalog.ts';
@@ -82,6 +88,8 @@ export interface TemporalStoreOptions {
 export function listQuery(f: {
   state?: string;
   healthy?: boolean;
+  /** ProxyHealth: True, False or Unknown. */
+  health?: string;
   entry?: string;
   host?: string;
   openOnly?: boolean;
@@ -90,6 +98,7 @@ export function listQuery(f: {
   const parts = [`WorkflowType = ${q(PROXY_WORKFLOW_TYPE)}`];
   if (f.state !== undefined) parts.push(`${SA_PROXY_STATE} = ${q(f.state)}`);
   if (f.healthy !== undefined) parts.push(`${SA_PROXY_HEALTHY} = ${f.healthy ? 'true' : 'false'}`);
+  if (f.health !== undefined) parts.push(`${SA_PROXY_HEALTH} = ${q(f.health)}`);
   if (f.entry !== undefined) parts.push(`${SA_PROVIDER_ENTRY} = ${q(f.entry)}`);
   if (f.host !== undefined) parts.push(`${SA_PROXY_HOST} = ${q(f.host)}`);
   if (f.openOnly) parts.push(`ExecutionStatus = 'Running'`);

@@ -8,8 +8,13 @@ export type SearchAttributeKind = 'Text' | 'Keyword' | 'Int' | 'Double' | 'Bool'
 
 /** The proxy's lifecycle state (e.g. `Provisioning`, `Running`, `Deleting`). */
 export const SA_PROXY_STATE = 'ProxyState';
-/** Whether the last health checks through the proxy passed. */
+/**
+ * Whether the last health checks through the proxy passed (a Bool: a proxy whose Healthy condition
+ * is Unknown, e.g. booting, reads false). Kept for runs before ProxyHealth and for filters.
+ */
 export const SA_PROXY_HEALTHY = 'ProxyHealthy';
+/** The proxy's Healthy condition as `True`, `False` or `Unknown`: what `proxy get` shows too. */
+export const SA_PROXY_HEALTH = 'ProxyHealth';
 /** The provider entry (configured libvirt host group and image set) the proxy belongs to. */
 export const SA_PROVIDER_ENTRY = 'ProviderEntry';
 /** The libvirt host that runs the proxy's VM. */
@@ -19,6 +24,7 @@ export const SA_PROXY_HOST = 'ProxyHost';
 export const CUSTOM_SEARCH_ATTRIBUTES = {
   [SA_PROXY_STATE]: 'Keyword',
   [SA_PROXY_HEALTHY]: 'Bool',
+  [SA_PROXY_HEALTH]: 'Keyword',
   [SA_PROVIDER_ENTRY]: 'Keyword',
   [SA_PROXY_HOST]: 'Keyword',
 } as const satisfies Record<string, SearchAttributeKind>;

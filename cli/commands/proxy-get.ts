@@ -13,8 +13,14 @@ export const proxyGet: Command = {
   async run(ctx) {
     const { body } = await api<GetProxyResponse>(await ctx.api(), 'GET', proxyPath(...ref(ctx.args[0])));
     const st = body.status;
-    const row = { ...body.proxy, ...st, healthy: st?.conditions.Healthy.status, reason: st?.reason };
-    print(ctx, body, [row], ['entry', 'name', 'state', 'healthy', 'host', 'ip', 'port', 'reason']);
+    // The same column as proxy list: the Healthy condition (the list reads it from ProxyHealth).
+    const row = {
+      ...body.proxy,
+      ...st,
+      health: st?.conditions.Healthy.status ?? body.proxy.health,
+      reason: st?.reason,
+    };
+    print(ctx, body, [row], ['entry', 'name', 'state', 'health', 'host', 'ip', 'port', 'reason']);
     return EXIT.ok;
   },
 };
