@@ -94,10 +94,17 @@ const mirror = track(
   }),
 );
 
-/** The health target: one line to every request (the probe only needs Squid to connect). */
+/**
+ * The health target: one line to every request (the probe only needs Squid to connect); at
+ * `/headers`, the request's headers as JSON, so a check through a proxy can see what Squid
+ * forwarded (never `Proxy-Authorization`).
+ */
 const target = track(
   http.createServer((req, res) => {
-    const body = `hello from the egress-proxies dev target; you came from ${req.socket.remoteAddress ?? '?'}\n`;
+    const body =
+      req.url === '/headers'
+        ? `${JSON.stringify(req.headers)}\n`
+        : `hello from the egress-proxies dev target; you came from ${req.socket.remoteAddress ?? '?'}\n`;
     res.writeHead(200, { 'content-type': 'text/plain', 'content-length': String(Buffer.byteLength(body)) }).end(body);
   }),
 );
