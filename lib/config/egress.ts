@@ -27,18 +27,7 @@ export const destination = () =>
     .transform((s) => s.trim().toLowerCase())
     .superRefine((text, ctx) => {
       if (text.includes('/')) {
-        const parsed = parseCidr(text);
-        if (parsed.ok) return;
-        ctx.addIssue({
-          code: 'custom',
-          input: text,
-          message: parsed.problem,
-          params: {
-            fix: parsed.canonical
-              ? `write the network as ${parsed.canonical}`
-              : 'write a CIDR block such as 10.1.2.0/24 or fd00::/8, or a domain name',
-          },
-        });
+        checkCidr(text, ctx, 'write a CIDR block such as 10.1.2.0/24 or fd00::/8, or a domain name');
       } else if (!isDestinationDomain(text)) {
         ctx.addIssue({
           code: 'custom',
@@ -61,6 +50,29 @@ export const portRange = () =>
     .union([z.int(), z.string()])
     .transform((v) => String(v))
     .refine(isPortRange, { error: 'must be a port (443) or an ascending range within 1-65535 (1024-65535)' });
+
+/**
+ * Adds an issue unless `text` is a CIDR block; its fix gives the canonical network for host bits
+ * set, else `orElse`.
+ */
+export function checkCidr(
+  text: string,
+  ctx: z.RefinementCtx<string>,
+  orElse = 'write an IPv4 or IPv6 CIDR block such as 10.0.0.0/8 or 2001:db8::/32',
+): void {
+  const parsed = parseCidr(text);
+  if (parsed.ok) return;
+  ctx.addIssue({
+    code: 'custom',
+    input: text,
+    message: parsed.problem,
+    params: {
+      fix: parsed.canonical
+        ? `write the network as ${parsed.canonical} (or use /${parsed.canonical.includes(':') ? 128 : 32} for a single address)`
+        : orElse,
+    },
+  });
+}
 
 /** Whether `text` is a port (`443`) or an ascending range within 1-65535 (`1024-65535`). */
 export function isPortRange(text: string): boolean {

@@ -14,9 +14,9 @@ import {
   isHttpUrl,
   MAX_TIMER_MS,
 } from '../rules.ts';
-import { openBlocks, parseCidr } from '../../contracts/cidr.ts';
+import { openBlocks } from '../../contracts/cidr.ts';
 import { PORT, VM_LIMITS } from '../../contracts/limits.ts';
-import { EGRESS_FIELD_HELP, egressFields, egressIssues } from './egress.ts';
+import { checkCidr, EGRESS_FIELD_HELP, egressFields, egressIssues } from './egress.ts';
 
 /** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters (contracts/limits.ts). */
 export { IDENTIFIER_RE };
@@ -75,7 +75,7 @@ export const ImageSchema = z.strictObject({
 
 export const SquidSchema = z.strictObject({
   port: port().default(3128),
-  allowedClientCidrs: z.array(z.string().superRefine(checkCidr)).min(1),
+  allowedClientCidrs: z.array(z.string().superRefine((text, ctx) => checkCidr(text, ctx))).min(1),
   ...egressFields,
 });
 
@@ -337,21 +337,6 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
     example: 'shutdownGraceMs: 0',
   },
 };
-
-function checkCidr(text: string, ctx: z.RefinementCtx<string>): void {
-  const parsed = parseCidr(text);
-  if (parsed.ok) return;
-  ctx.addIssue({
-    code: 'custom',
-    input: text,
-    message: parsed.problem,
-    params: {
-      fix: parsed.canonical
-        ? `write the network as ${parsed.canonical} (or use /${parsed.canonical.includes(':') ? 128 : 32} for a single address)`
-        : 'write an IPv4 or IPv6 CIDR block such as 10.0.0.0/8 or 2001:db8::/32',
-    },
-  });
-}
 
 /** A problem found outside the zod schema, located by a raw path. */
 export interface RawIssue {
