@@ -28,6 +28,7 @@ import {
 } from '../../lib/kvm2/index.ts';
 import type { CreateProxyInput, EnsuredImage } from '../../lib/kvm2/index.ts';
 import { errorKind } from '../../lib/errors.ts';
+import type { ResolvedSquid } from '../../contracts/squid.ts';
 import { connectProbe } from '../../lib/probe/connect.ts';
 import type { Link } from '../../lib/hostlink/link.ts';
 import { HostLinks } from '../../lib/hostlink/pool.ts';
@@ -106,7 +107,7 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     assert.equal(typeof host.rootSideAddress, 'string', 'ep-h1 descriptor names its rootSideAddress');
     links = new HostLinks(hostTarget(host), { defaultTimeoutMs: 30_000 });
     mirror = await ImageMirror.start();
-    target = await startTarget(host.rootSideAddress as string);
+    target = await startTarget(host.rootSideAddress);
   });
 
   after(async () => {
@@ -173,6 +174,21 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     assert.equal(mirror.requests('/images/proxy.qcow2'), 1);
   });
 
+  /**
+   * The resolved settings a workflow would pass: the policy refuses private destinations, so the
+   * target on the host's root-side (private) address is allowed explicitly, as an operator's
+   * entry allows its health target.
+   */
+  const squidOf = (h: TestHost): ResolvedSquid => ({
+    port: SQUID_PORT,
+    allowedClientCidrs: [h.networkCidr],
+    egress: {
+      mode: 'enforce',
+      allowDestinations: [`${h.rootSideAddress}/32`],
+      denyDestinations: [],
+      allowPorts: ['80', '443', '1024-65535'],
+    },
+  });
   it('the VM starts and its guest reports an IPv4 address', async () => {
     assert.ok(image, 'the image step passed');
     const input: CreateProxyInput = {
@@ -188,7 +204,7 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
       diskGiB: 4,
       base: { path: image.path, format: 'qcow2' },
       // sshd inside the host opens the probe's channel from the NAT bridge's address.
-      squid: { port: SQUID_PORT, allowedClientCidrs: [host.networkCidr as string] },
+      squid: squidOf(host),
       createdAt: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
       reserveBytes: 64 * 1024 * 1024,
       rpcTimeoutMs: 60_000,
@@ -240,7 +256,7 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
   it("a CONNECT through the guest's Squid reaches the test's target with 200", async () => {
     assert.ok(guestIp, 'the address step passed');
     health = await links.dedicated('health');
-    const connectTo = `${host.rootSideAddress as string}:${target.port}`;
+    const connectTo = `${host.rootSideAddress}:${target.port}`;
     const deadline = performance.now() + HEALTHY_BOUND_MS;
     let lastError = '';
     let result: { status: number; latencyMs: number } | undefined;

@@ -12,6 +12,16 @@
  *   naming (H4)       base-<entry>-<key>.qcow2 beside a pre-existing base-<key>.qcow2 that stays
  *                     byte-identical
  *   Squid             Healthy=True from real CONNECTs through the guest's Squid to the target
+ *   policy (enforce)  through p1 (the entry's default policy, its health target allowed): CONNECT
+ *                     and plain HTTP to metadata, 10.x, loopback, [::1], fd00::, a name the test
+ *                     network's DNS resolves to a private address, and port 25 get Squid's 403
+ *                     (refused before connecting); the allowed target answers 200
+ *   policy (report)   p2 runs with mode: report: the same requests (destinations inside the test
+ *                     host only) pass and each is in the guest's access log as would-deny
+ *   credentials       p3, on a second entry with squid.auth: none or wrong -> 407 with
+ *                     Proxy-Authenticate: Basic, right -> 200, the target never sees
+ *                     Proxy-Authorization; its per-proxy allowDestinations opens exactly that
+ *                     destination; the password is in no history, memo, seed or worker log
  *   second proxy      cache hit, mirror count still 1
  *   crash             the worker SIGKILLed while the VM boots; a new worker brings it to Healthy
  *                     with one domain
@@ -29,7 +39,9 @@
  * to loopback and to ep-h1's addresses.
  */
 import assert from 'node:assert/strict';
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -52,7 +64,7 @@ import {
   PROXY_WORKFLOW_TYPE,
   proxyWorkflowId,
 } from '../../contracts/proxy.ts';
-import type { ProxyOutcome, ProxyStatus } from '../../contracts/proxy.ts';
+import type { ProxyOutcome, ProxyStatus, SquidOverrides } from '../../contracts/proxy.ts';
 import { sleep, within } from '../support/bounded.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
 import type { WorkerProcess } from '../support/fleet.ts';
@@ -70,6 +82,8 @@ const entry = `ev${run}`;
 const owner = `e2e-${run}`;
 const key = `img${run}`; // the proxies' image
 const dieKey = `die${run}`; // the image whose first fetch dies part way
+const authEntry = `${entry}a`; // an entry with client credentials (squid.auth)
+const privateName = `ep-private-${run}.test`; // the test network's DNS answers the host's bridge address
 const HOST = 'ep-h1';
 const VM = { vcpus: 1, memoryMiB: 512, diskGiB: 4 };
 const HEALTH_INTERVAL_MS = 2_000;
@@ -114,7 +128,16 @@ describe('validation through the workflows: the issue table, measured', { timeou
   let worker: WorkerProcess | undefined;
   let image: Buffer;
   let imageSha: string;
+  /** An HTTP target on the root-side address that records the headers of every request. */
+  let echo: http.Server;
+  let echoPort = 0;
+  const echoed: http.IncomingHttpHeaders[] = [];
+  const password = `pw-${randomBytes(12).toString('hex')}`;
+  let passwordHash = '';
+  let dnsHost = '';
+  let p3Started = false;
   const imagePathOnMirror = `/${entry}/proxy.qcow2`;
+  const authPathOnMirror = `/${entry}/auth.qcow2`;
   const diePathOnMirror = `/${entry}/die.qcow2`;
   const legacyBase = `base-${key}.qcow2`; // the pre-H4 name, made by hand below
   let legacySha = '';
@@ -151,11 +174,11 @@ describe('validation through the workflows: the issue table, measured', { timeou
       20_000,
       `status query of ${name}`,
     );
-  const startProxy = async (name: string): Promise<WorkflowHandle> => {
+  const startProxy = async (name: string, squid?: SquidOverrides): Promise<WorkflowHandle> => {
     const handle = await client.workflow.start(PROXY_WORKFLOW_TYPE, {
       workflowId: proxyWorkflowId(entry, name),
       taskQueue,
-      args: [{ name, entry, imageKey: key, vm: VM }],
+      args: [{ name, entry, imageKey: key, vm: VM, ...(squid ? { squid } : {}) }],
     });
     started.add(name);
     marks[name] = { start: performance.now() };
@@ -200,6 +223,67 @@ describe('validation through the workflows: the issue table, measured', { timeou
     await virsh('define', file);
   };
 
+  /**
+   * One request through the Squid at `proxy` (ip:port), sent by curl inside the host's namespace
+   * (the guest network is routed there, never from the machine): CONNECT to `dest` (host:port,
+   * `-p`) or plain HTTP `GET http://dest/`. The status of the CONNECT or of the GET, and the
+   * response headers.
+   */
+  const viaSquid = async (
+    proxy: string,
+    dest: string,
+    how: 'connect' | 'http',
+    user?: string,
+  ): Promise<{ status: number; headers: string }> => {
+    const args = ['-s', '-i', '--max-time', '20', '-x', `http://${proxy}`, ...(user ? ['-U', user] : [])];
+    const script = `curl ${[...args, ...(how === 'connect' ? ['-p'] : []), `http://${dest}/`]
+      .map((a) => `'${a}'`)
+      .join(' ')} -w '\n@@ %{http_code} %{http_connect}\n'; true`;
+    const out = await inHost(host, ['sh', '-c', script], 40_000);
+    const m = /@@ (\d{3}) (\d{3})\s*$/.exec(out);
+    assert.ok(m, `curl gave no status for ${how} ${dest}: ${out.slice(-300)}`);
+    const status = how === 'connect' ? Number(m[2]) : Number(m[1]);
+    return { status, headers: out.slice(0, out.indexOf('\r\n\r\n') + 1) };
+  };
+  /** The guest's Squid access log, read through the guest agent (guest-exec). */
+  const guestAccessLog = async (domain: string): Promise<string[]> => {
+    const agent = async (cmd: unknown): Promise<Record<string, unknown>> =>
+      (
+        JSON.parse(await virsh('qemu-agent-command', domain, JSON.stringify(cmd), '--timeout', '20')) as {
+          return: Record<string, unknown>;
+        }
+      ).return;
+    const { pid } = await agent({
+      execute: 'guest-exec',
+      arguments: { path: '/usr/bin/tail', arg: ['-n', '300', '/var/log/squid/access.log'], 'capture-output': true },
+    });
+    for (let i = 0; i < 40; i++) {
+      const st = await agent({ execute: 'guest-exec-status', arguments: { pid } });
+      if (st['exited'] === true) {
+        return Buffer.from(typeof st['out-data'] === 'string' ? st['out-data'] : '', 'base64')
+          .toString('utf8')
+          .split('\n')
+          .filter((l) => l !== '');
+      }
+      await sleep(250);
+    }
+    assert.fail(`guest-exec of tail in ${domain} did not finish within 10 s`);
+  };
+  /** Destinations the default policy refuses; `inside` only those that stay in the test host. */
+  const reservedDestinations = (inside: boolean): [string, string][] => {
+    const gw = host['networkGateway'] as string;
+    return [
+      ...(inside ? [] : ([['metadata', '169.254.169.254:80']] as [string, string][])),
+      // The host's own address (its sshd): a 10.x destination inside the test host.
+      ['10.x', `${host.address}:22`],
+      ['loopback', '127.0.0.1:1'],
+      ['[::1]', '[::1]:1'],
+      ['fd00::', '[fd00::1]:80'],
+      ['private name', `${privateName}:1`],
+      ['port 25', `${gw}:25`],
+    ];
+  };
+
   before(async () => {
     host = loadTestHosts().find((h) => h.name === HOST)!;
     assert.ok(host, `test host ${HOST} is described (test/hosts/testhost up)`);
@@ -210,8 +294,16 @@ describe('validation through the workflows: the issue table, measured', { timeou
     tmp = await mkdtemp(join(tmpdir(), 'ep-e2e-validation-'));
     client = await connectClient();
     mirror = await ImageMirror.start();
-    target = await startTarget(host.rootSideAddress as string, 'hello from the e2e validation target\n');
+    target = await startTarget(host.rootSideAddress, 'hello from the e2e validation target\n');
     links = new HostLinks(hostTarget(host), { defaultTimeoutMs: 30_000 });
+    echo = http.createServer((req, res) => {
+      echoed.push(req.headers);
+      res.end('hello from the e2e echo target\n');
+    });
+    await new Promise<void>((resolve) => echo.listen(0, host.rootSideAddress, resolve));
+    echoPort = (echo.address() as AddressInfo).port;
+    passwordHash = (await pexec('openssl', ['passwd', '-6', password], { timeout: 10_000 })).stdout.trim();
+    assert.match(passwordHash, /^\$6\$/, 'openssl passwd -6 hashes the e2e password');
     const config = fleetConfig({
       entry,
       ownerUid: owner,
@@ -221,7 +313,6 @@ describe('validation through the workflows: the issue table, measured', { timeou
         [dieKey]: { url: mirror.serve(diePathOnMirror, image), sha256: imageSha },
       },
       health: {
-        target: `${host.rootSideAddress as string}:${target.port}`,
         intervalMs: HEALTH_INTERVAL_MS,
         probeTimeoutMs: 5_000,
         healthyAfter: 2,
@@ -229,7 +320,27 @@ describe('validation through the workflows: the issue table, measured', { timeou
       },
       timeouts: { rpcMs: 60_000, downloadBodyIdleMs: 30_000, downloadTotalMs: 600_000, bootMs: 300_000 },
     });
+    // The health target is on a private (root-side) address: the policy refuses it unless the
+    // entry allows it, as an operator's entry would. p2's report mode is a client override, which
+    // needs allowOpenProxy. A second entry holds client credentials and has no health target.
+    const main = config.providers[0]!;
+    main.health.target = `${host.rootSideAddress}:${target.port}`;
+    main.squid.allowDestinations = [`${host.rootSideAddress}/32`];
+    config.allowOpenProxy = true;
+    const htpasswdFile = join(tmp, 'proxy-users');
+    await writeFile(htpasswdFile, `# e2e\nalice:${passwordHash}\n`, { mode: 0o600 });
+    config.providers.push({
+      ...main,
+      name: authEntry,
+      images: { [key]: { url: mirror.serve(authPathOnMirror, image), sha256: imageSha, format: 'qcow2' } },
+      health: { ...main.health, target: undefined },
+      squid: { ...main.squid, allowDestinations: [], auth: { htpasswdFile, realm: 'ep-e2e' } },
+    });
     providersFile = await writeProvidersFile(tmp, config);
+    // A name the test network's DNS (the host's dnsmasq) resolves to a private address: the
+    // host's own bridge address, so even report mode stays inside the test host.
+    dnsHost = `<host ip='${host['networkGateway'] as string}'><hostname>${privateName}</hostname></host>`;
+    await virsh('net-update', host.network, 'add', 'dns-host', dnsHost, '--live');
     taskQueue = uniqueId('e2e-validation');
     worker = await spawnWorker(providersFile, taskQueue, 120_000);
     say(`entry ${entry}, owner ${owner}, task queue ${taskQueue}, worker pid ${worker.child.pid}`);
@@ -249,9 +360,19 @@ describe('validation through the workflows: the issue table, measured', { timeou
         );
       }
     }
+    if (p3Started) {
+      const handle = client.workflow.getHandle(proxyWorkflowId(authEntry, 'p3'));
+      const d = await handle.describe().catch(() => undefined);
+      if (d?.status.name === 'RUNNING') {
+        await within(handle.executeUpdate(PROXY_DELETE_UPDATE), 30_000, 'delete p3').catch(() => undefined);
+        await within(handle.result(), 120_000, 'p3 to end').catch((err: unknown) => say(`cleanup: p3: ${String(err)}`));
+      }
+    }
+    if (dnsHost) await virsh('net-update', host.network, 'delete', 'dns-host', dnsHost, '--live').catch(() => '');
     await worker?.stop().catch(() => worker?.kill());
     try {
-      for (const d of await domainsOfEntry()) {
+      const extra = (await virsh('list', '--all', '--name')).split('\n').map((d) => d.trim());
+      for (const d of [...(await domainsOfEntry()), ...extra.filter((d) => d.startsWith(`ep_${authEntry}_`))]) {
         await virsh('destroy', d).catch(() => '');
         await virsh('undefine', d, '--nvram').catch(() => virsh('undefine', d).catch(() => ''));
       }
@@ -261,6 +382,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     }
     links?.close();
     await target?.close();
+    if (echo) await new Promise<void>((resolve) => echo.close(() => resolve()));
     await mirror?.close();
     if (tmp) await rm(tmp, { recursive: true, force: true });
     if (rows.length > 0) {
@@ -459,8 +581,41 @@ describe('validation through the workflows: the issue table, measured', { timeou
     assert.ok(ok);
   });
 
+  it('policy (enforce): through p1, reserved destinations and port 25 get 403 for CONNECT and plain HTTP; the target 200', async () => {
+    const st = await status('p1');
+    const proxy = `${st.ip!}:${st.port}`;
+    const root = host.rootSideAddress;
+    const results: string[] = [];
+    let ok = true;
+    for (const [what, dest] of reservedDestinations(false)) {
+      for (const how of ['connect', 'http'] as const) {
+        const a = await viaSquid(proxy, dest, how);
+        const refused = a.status === 403 && /X-Squid-Error: ERR_ACCESS_DENIED/i.test(a.headers);
+        ok &&= refused;
+        results.push(`${what} ${how} ${a.status}`);
+        assert.ok(refused, `${how} ${dest}: ${a.status}\n${a.headers}`);
+      }
+    }
+    const echoedBefore = echoed.length;
+    const tunnel = await viaSquid(proxy, `${root}:${target.port}`, 'connect');
+    const plain = await viaSquid(proxy, `${root}:${echoPort}`, 'http');
+    const allowedOk = tunnel.status === 200 && plain.status === 200 && echoed.length === echoedBefore + 1;
+    row(
+      'policy (enforce)',
+      `p1 refused with 403 (ERR_ACCESS_DENIED): ${results.join(', ')}; the allowed target: CONNECT ${tunnel.status}, GET ${plain.status}`,
+      ok && allowedOk,
+    );
+    assert.ok(allowedOk, `CONNECT ${tunnel.status}, GET ${plain.status}`);
+    const log = await guestAccessLog(`ep_${entry}_p1`);
+    const denied = log.filter((l) => l.includes('policy=denied'));
+    assert.ok(denied.length >= results.length, log.join('\n'));
+    // Refused before connecting: no server address in any of those lines.
+    for (const l of denied) assert.match(l, / - policy=denied rule=(reserved|allowPorts)$/, l);
+  });
+
   it('second proxy: cache hit, mirror count still 1; crash: the worker SIGKILLed while it boots', async () => {
-    await startProxy('p2');
+    // p2 runs in report mode (a client override): it is Healthy like p1, and the report check below uses it.
+    await startProxy('p2', { mode: 'report' });
     await follow('p2', (s) => s.state === 'Booting' || s.state === 'Running', 120_000);
     // A base already in the pool is found by the proxy itself (findBaseImage, lookups only) and
     // the ensure-image workflow is not joined at all.
@@ -560,6 +715,112 @@ describe('validation through the workflows: the issue table, measured', { timeou
   it('Healthy stays True once Healthy (the same minute of polls)', () => {
     assert.ok(p1HealthyTrace.length > 0, 'the H3 minute ran');
     assert.deepEqual([...new Set(p1HealthyTrace)], ['True'], p1HealthyTrace.join(' '));
+  });
+
+  it('policy (report): through p2 the same requests pass, each logged as would-deny', async () => {
+    const st = await status('p2');
+    const proxy = `${st.ip!}:${st.port}`;
+    const results: string[] = [];
+    let ok = true;
+    for (const [what, dest] of reservedDestinations(true)) {
+      for (const how of ['connect', 'http'] as const) {
+        const a = await viaSquid(proxy, dest, how);
+        ok &&= a.status !== 403;
+        results.push(`${what} ${how} ${a.status}`);
+      }
+    }
+    const log = await guestAccessLog(`ep_${entry}_p2`);
+    const would = log.filter((l) => l.includes('policy=would-deny'));
+    const logged = reservedDestinations(true).every(([, dest]) => would.some((l) => l.includes(dest)));
+    row(
+      'policy (report)',
+      `p2 passed (no 403): ${results.join(', ')}; ${would.length} would-deny lines in the guest's access log`,
+      ok && logged && would.length >= results.length,
+    );
+    assert.ok(ok, results.join(', '));
+    assert.ok(would.length >= results.length && logged, log.join('\n'));
+  });
+
+  it('credentials: p3 (squid.auth) answers 407 without valid ones, 200 with them, never forwards them; allowDestinations opens exactly that', async () => {
+    const root = host.rootSideAddress;
+    const handle = await client.workflow.start(PROXY_WORKFLOW_TYPE, {
+      workflowId: proxyWorkflowId(authEntry, 'p3'),
+      taskQueue,
+      args: [{ name: 'p3', entry: authEntry, imageKey: key, vm: VM, squid: { allowDestinations: [`${root}/32`] } }],
+    });
+    p3Started = true;
+    const running = async (): Promise<ProxyStatus> => {
+      const deadline = performance.now() + HEALTHY_BOUND_MS;
+      for (;;) {
+        const st = await within(handle.query<ProxyStatus>(PROXY_STATUS_QUERY), 20_000, 'p3 status').catch(
+          () => undefined,
+        );
+        if (st?.state === 'Failed') assert.fail(`p3 failed: ${JSON.stringify(st)}`);
+        if (st?.state === 'Running' && st.ip !== undefined) return st;
+        assert.ok(performance.now() < deadline, `p3 not Running with an address: ${JSON.stringify(st)}`);
+        await sleep(1000);
+      }
+    };
+    const st = await running();
+    const proxy = `${st.ip!}:${st.port}`;
+    // No health target on this entry: wait (bounded) for Squid itself to answer.
+    const deadline = performance.now() + 120_000;
+    let first = await viaSquid(proxy, `${root}:${echoPort}`, 'http').catch(() => ({ status: 0, headers: '' }));
+    while (first.status !== 407) {
+      assert.ok(performance.now() < deadline, `p3's Squid did not answer 407 within 120 s (last ${first.status})`);
+      await sleep(2000);
+      first = await viaSquid(proxy, `${root}:${echoPort}`, 'http').catch(() => ({ status: 0, headers: '' }));
+    }
+    const challenge = (h: string): boolean => /^Proxy-Authenticate: Basic realm="ep-e2e"/im.test(h);
+    const none = { http: first, connect: await viaSquid(proxy, `${root}:${target.port}`, 'connect') };
+    const wrong = {
+      http: await viaSquid(proxy, `${root}:${echoPort}`, 'http', 'alice:not-the-password'),
+      connect: await viaSquid(proxy, `${root}:${target.port}`, 'connect', 'alice:not-the-password'),
+    };
+    const before = echoed.length;
+    const right = {
+      http: await viaSquid(proxy, `${root}:${echoPort}`, 'http', `alice:${password}`),
+      connect: await viaSquid(proxy, `${root}:${target.port}`, 'connect', `alice:${password}`),
+    };
+    const seen = echoed.slice(before);
+    const forwarded = seen.some((h) => h['proxy-authorization'] !== undefined);
+    // Exactly that destination: the host's own address beside it and its bridge stay refused.
+    const others = [`${host.address}:22`, `${host['networkGateway'] as string}:80`, `${privateName}:1`];
+    const otherStatus = await Promise.all(others.map((d) => viaSquid(proxy, d, 'connect', `alice:${password}`)));
+    const credOk =
+      [none.http, none.connect, wrong.http, wrong.connect].every((a) => a.status === 407 && challenge(a.headers)) &&
+      right.http.status === 200 &&
+      right.connect.status === 200 &&
+      seen.length === 1 &&
+      !forwarded;
+    const exactOk = otherStatus.every((a) => a.status === 403);
+    // No password in the history, memo, search attributes, seed or worker log: only its hash.
+    const history = payloadText(await handle.fetchHistory());
+    const described = payloadText(await handle.describe());
+    const names = proxyObjectNames({ ownerUid: owner, entry: authEntry, name: 'p3' });
+    const seed = await readFile(join(host['poolPath'] as string, names.seedVolume));
+    const logs = worker!.lines.join('\n');
+    const secretFree =
+      !history.includes(password) &&
+      !described.includes(password) &&
+      !seed.includes(password) &&
+      !logs.includes(password);
+    const hashThere = seed.includes(passwordHash) && history.includes(passwordHash);
+    row(
+      'credentials',
+      `p3: none ${none.http.status}/${none.connect.status}, wrong ${wrong.http.status}/${wrong.connect.status} ` +
+        `(Proxy-Authenticate: Basic), right ${right.http.status}/${right.connect.status}; the target saw ` +
+        `${seen.length} request(s), Proxy-Authorization ${forwarded ? 'FORWARDED' : 'never'}; allowDestinations ` +
+        `${root}/32 only: ${others.map((d, i) => `${d} ${otherStatus[i]!.status}`).join(', ')}; password in history/memo/seed/log: ` +
+        `${secretFree ? 'none' : 'FOUND'} (hash in seed and history: ${hashThere})`,
+      credOk && exactOk && secretFree && hashThere,
+    );
+    assert.ok(credOk, JSON.stringify({ none, wrong, right, seen }));
+    assert.ok(exactOk, JSON.stringify(otherStatus));
+    assert.ok(secretFree, 'the password appears in a history, memo, seed or log');
+    assert.ok(hashThere, 'the hash reached the seed and the history (the search looked at the right bytes)');
+    await within(handle.executeUpdate(PROXY_DELETE_UPDATE), 30_000, 'delete p3');
+    await within(handle.result(), 180_000, 'p3 to be deleted');
   });
 
   it('bystanders survive an orphan GC run that deletes our orphan and keeps the live proxies', async () => {
@@ -676,6 +937,22 @@ describe('validation through the workflows: the issue table, measured', { timeou
     );
   });
 });
+
+/**
+ * Everything a history or a description holds, as text: the JSON, and every payload (memo,
+ * search attributes, inputs, results) decoded from its bytes, so a search sees what is stored.
+ */
+function payloadText(value: unknown): string {
+  const decoded: string[] = [];
+  const json = JSON.stringify(value, (_, v: unknown) => {
+    if (v instanceof Uint8Array) {
+      decoded.push(Buffer.from(v).toString('utf8'));
+      return '<bytes>';
+    }
+    return typeof v === 'bigint' ? String(v) : v;
+  });
+  return [json, ...decoded].join('\n');
+}
 
 /** The activity type scheduled by event `id` of `history`. */
 function scheduledName(
