@@ -8,7 +8,7 @@ import { requireWrite } from './auth.ts';
 import { checkSpec } from './catalog.ts';
 import type { PageTokens } from './page-token.ts';
 import { ApiError } from './errors.ts';
-import { routeSchemas } from './schemas.ts';
+import { createLinks, routeSchemas } from './schemas.ts';
 import { canonicalJson, canonicalSpec, listQuery } from './store.ts';
 import type { ProxyStore } from './store.ts';
 
@@ -43,28 +43,32 @@ function differences(a: ProxySpec, b: ProxySpec): string[] {
 export function registerProxyRoutes(app: FastifyInstance, o: ProxyRoutesOptions): void {
   const { store } = o;
 
-  app.post<{ Body: ProxySpec }>('/v1/proxies', { schema: routeSchemas.create }, async (request, reply) => {
-    requireWrite(request.role, 'creating a proxy');
-    const spec = request.body;
-    checkClientCidrs(spec.squid?.allowedClientCidrs ?? [], o.allowOpenProxy);
-    const entry = await checkSpec(store, o.taskQueue, spec);
-    // Open only when the API and the providers file both allow it.
-    if (!entry.allowOpenProxy) checkClientCidrs(spec.squid?.allowedClientCidrs ?? [], false);
-    const result = await store.start(spec, o.taskQueue);
-    if (result.started) return reply.code(201).send({ created: true, proxy: result.proxy });
-    const where = `proxy ${spec.entry}/${spec.name}`;
-    if (result.spec === undefined) {
-      throw new ApiError('CONFLICT', `${where} exists and its spec cannot be read; delete it or choose another name`);
-    }
-    if (canonicalSpec(result.spec) !== canonicalSpec(spec)) {
-      throw new ApiError(
-        'CONFLICT',
-        `${where} exists with another spec (differs in ${differences(result.spec, spec).join(', ') || 'its fields'}): ` +
-          `it was started with ${canonicalSpec(result.spec)}; delete it first or choose another name`,
-      );
-    }
-    return reply.code(200).send({ created: false, proxy: result.proxy });
-  });
+  app.post<{ Body: ProxySpec }>(
+    '/v1/proxies',
+    { schema: routeSchemas.create, links: createLinks },
+    async (request, reply) => {
+      requireWrite(request.role, 'creating a proxy');
+      const spec = request.body;
+      checkClientCidrs(spec.squid?.allowedClientCidrs ?? [], o.allowOpenProxy);
+      const entry = await checkSpec(store, o.taskQueue, spec);
+      // Open only when the API and the providers file both allow it.
+      if (!entry.allowOpenProxy) checkClientCidrs(spec.squid?.allowedClientCidrs ?? [], false);
+      const result = await store.start(spec, o.taskQueue);
+      if (result.started) return reply.code(201).send({ created: true, proxy: result.proxy });
+      const where = `proxy ${spec.entry}/${spec.name}`;
+      if (result.spec === undefined) {
+        throw new ApiError('CONFLICT', `${where} exists and its spec cannot be read; delete it or choose another name`);
+      }
+      if (canonicalSpec(result.spec) !== canonicalSpec(spec)) {
+        throw new ApiError(
+          'CONFLICT',
+          `${where} exists with another spec (differs in ${differences(result.spec, spec).join(', ') || 'its fields'}): ` +
+            `it was started with ${canonicalSpec(result.spec)}; delete it first or choose another name`,
+        );
+      }
+      return reply.code(200).send({ created: false, proxy: result.proxy });
+    },
+  );
 
   app.get<{ Querystring: ListQuery }>('/v1/proxies', { schema: routeSchemas.list }, async (request) => {
     const q = request.query;
@@ -81,7 +85,7 @@ export function registerProxyRoutes(app: FastifyInstance, o: ProxyRoutesOptions)
       token = o.pageTokens.decode(query, q.pageToken);
       if (token === undefined) {
         throw new ApiError(
-          'INVALID_FIELD',
+          'INVALID_PAGE_TOKEN',
           'query field pageToken was not issued by this API for these filters; repeat the filters of the first page, or start over without it',
           'pageToken',
         );
@@ -160,7 +164,7 @@ function checkClientCidrs(cidrs: readonly string[], allowOpenProxy: boolean): vo
     if (parsed.ok) return;
     const fix = parsed.canonical === undefined ? 'write a block such as 10.0.0.0/8' : `write ${parsed.canonical}`;
     throw new ApiError(
-      'INVALID_FIELD',
+      'INVALID_CIDR',
       `body field squid.allowedClientCidrs[${i}] (${text}) ${parsed.problem}; ${fix}`,
       `squid.allowedClientCidrs[${i}]`,
     );

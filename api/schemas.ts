@@ -166,7 +166,28 @@ export const getQuerySchema = { type: 'object', additionalProperties: false, pro
 
 /** The error answers of a route, each in the one error shape (docs/api.md lists their codes). */
 const answers = (...statuses: number[]) =>
-  Object.fromEntries(statuses.map((s) => [s, { ...errorSchema, description: ERROR_DESCRIPTIONS[s] }]));
+  Object.fromEntries(
+    statuses.map((s) => [
+      s,
+      {
+        ...errorSchema,
+        description: ERROR_DESCRIPTIONS[s],
+        ...(s === 429 ? { headers: { 'retry-after': { type: 'integer', description: 'seconds to wait' } } } : {}),
+      },
+    ]),
+  );
+
+/** OpenAPI links from a create's answer to the proxy's own routes (Schemathesis' stateful phase follows them). */
+const toProxy = Object.fromEntries(
+  (['getProxy', 'deleteProxy', 'resizeProxy'] as const).map((operationId) => [
+    operationId,
+    {
+      operationId,
+      parameters: { entry: '$response.body#/proxy/entry', name: '$response.body#/proxy/name' },
+    },
+  ]),
+);
+export const createLinks = { 200: toProxy, 201: toProxy };
 const ERROR_DESCRIPTIONS: Record<number, string> = {
   400: 'invalid request: a field the schema refuses (UNKNOWN_FIELD, MISSING_FIELD, INVALID_FIELD, INVALID_JSON, ...)',
   401: 'UNAUTHENTICATED: no or unknown bearer token',
@@ -176,12 +197,14 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   413: 'BODY_TOO_LARGE',
   414: 'URI_TOO_LONG: a path segment over the router limit',
   415: 'UNSUPPORTED_CONTENT_TYPE: the body is not application/json',
-  422: "UNKNOWN_ENTRY, UNKNOWN_IMAGE or OVERRIDE_REFUSED: the installation's catalog cannot serve the request",
-  429: 'RATE_LIMITED: too many writes with this token; see Retry-After',
+  422: "well-formed but not servable: UNKNOWN_ENTRY, UNKNOWN_IMAGE, OVERRIDE_REFUSED (the installation's catalog), INVALID_CIDR, OPEN_PROXY_REFUSED, INVALID_PAGE_TOKEN",
+  429: 'RATE_LIMITED: too many writes with this token; retry after Retry-After seconds',
   503: 'TEMPORAL_UNAVAILABLE, CATALOG_UNAVAILABLE or CATALOG_CONFLICT: retry later',
 };
 /** A read: bad query, no token, Temporal away. */
 export const readErrors = answers(400, 401, 503);
+/** The list: a page token can be well-formed and still not one this API issued (422). */
+export const listErrors = answers(400, 401, 422, 503);
 /** A read of one resource by path. */
 export const pathReadErrors = answers(400, 401, 404, 414, 503);
 /** A write (with or without a body). */
@@ -202,6 +225,7 @@ const readiness = {
 
 export const routeSchemas = {
   create: {
+    operationId: 'createProxy',
     summary: 'Start a proxy (idempotent: the same spec again answers 200 with the existing proxy)',
     tags: ['proxies'],
     security: secured,
@@ -226,10 +250,11 @@ export const routeSchemas = {
           nextPageToken: { type: 'string' },
         },
       },
-      ...errors,
+      ...listErrors,
     },
   },
   get: {
+    operationId: 'getProxy',
     summary: "One proxy: its workflow and the workflow's status query",
     tags: ['proxies'],
     security: secured,
@@ -248,6 +273,7 @@ export const routeSchemas = {
     },
   },
   delete: {
+    operationId: 'deleteProxy',
     summary: 'Delete a proxy (202 once accepted; ?wait=true waits for the workflow, bounded)',
     tags: ['proxies'],
     security: secured,
@@ -260,6 +286,7 @@ export const routeSchemas = {
     },
   },
   resize: {
+    operationId: 'resizeProxy',
     summary:
       'Resize a proxy (restart included): waits for Running and the new size, bounded by waitMs (202 when still applying)',
     tags: ['proxies'],
@@ -333,7 +360,6 @@ export const routeSchemas = {
     summary: 'Prometheus text exposition (scrape with a read token: docs/api.md)',
     tags: ['ops'],
     security: secured,
-    produces: ['text/plain'],
     response: {
       200: { description: 'Prometheus text format 0.0.4', content: { 'text/plain': { schema: { type: 'string' } } } },
       ...answers(401),

@@ -2,7 +2,7 @@
 // coercion; query strings and paths coerced), bearer-token auth on every route but the health
 // endpoints, one error handler, metrics, and the OpenAPI document at /openapi.json.
 import Fastify from 'fastify';
-import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createHash } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
@@ -87,7 +87,11 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   );
   app.removeContentTypeParser('text/plain');
   app.decorateRequest('role', undefined);
-  app.setErrorHandler(handleError);
+  // A request no route matches can fail before the not-found handler (a QUERY without a body's
+  // Content-Type): it still answers 404, or 405 with Allow. Auth's 401 stays a 401.
+  app.setErrorHandler((err, request, reply) =>
+    request.is404 && !(err instanceof ApiError) ? notFound(request, reply) : handleError(err as Error, request, reply),
+  );
   // Every route's path and methods, for a 405 with Allow on a known path with another method.
   const routes: { re: RegExp; methods: Set<string> }[] = [];
   app.addHook('onRoute', (route) => {
@@ -96,7 +100,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     if (found === undefined) routes.push((found = { re, methods: new Set() }));
     for (const m of [route.method].flat()) found.methods.add(m);
   });
-  app.setNotFoundHandler((request, reply) => {
+  const notFound = (request: FastifyRequest, reply: FastifyReply): void => {
     const path = request.url.split('?')[0] ?? '';
     const known = routes.find((r) => r.re.test(path));
     if (known !== undefined) {
@@ -106,7 +110,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
       return handleError(e, request, reply);
     }
     handleError(new ApiError('NOT_FOUND', `no route ${request.method} ${path}; see /openapi.json`), request, reply);
-  });
+  };
+  app.setNotFoundHandler(notFound);
 
   const metrics = createMetrics(options.store);
   app.addHook('onRequest', (request, _reply, done) => {

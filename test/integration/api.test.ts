@@ -198,7 +198,7 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
     const page2 = await call('GET', `/v1/proxies?entry=${entry}&pageSize=1&pageToken=${token}`);
     assert.deepEqual([...names(page1), ...names(page2)].sort(), ['p1', 'p2']);
     const forged = await call('GET', `/v1/proxies?entry=${entry}&pageSize=1&pageToken=${token.slice(4)}`);
-    assert.deepEqual([forged.status, apiError(forged).field], [400, 'pageToken']);
+    assert.deepEqual([forged.status, apiError(forged).field], [422, 'pageToken']);
   });
 
   it('discovery leaves out proxies that are not Healthy (these have no address)', async () => {

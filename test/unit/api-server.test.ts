@@ -163,7 +163,7 @@ describe('HTTP API over a fake store', () => {
       ...['0/0', '0.0.0.0/00', '10.0.0.1/8'].map((cidr): (typeof cases)[number] => [
         `a block the schema's characters allow but that is not one (${cidr})`,
         { body: { ...good, squid: { allowedClientCidrs: ['10.0.0.0/8', cidr] } } },
-        'INVALID_FIELD',
+        'INVALID_CIDR',
         'squid.allowedClientCidrs[1]',
       ]),
       ['invalid JSON', { body: '{"name": "p1",' }, 'INVALID_JSON', 'body'],
@@ -296,8 +296,8 @@ describe('HTTP API over a fake store', () => {
         `/v1/proxies?entry=other&pageToken=${token}`,
       ]) {
         const res = await call('GET', url);
-        assert.equal(res.statusCode, 400);
-        assert.equal(errorOf(res).field, 'pageToken');
+        assert.equal(res.statusCode, 422);
+        assert.deepEqual([errorOf(res).code, errorOf(res).field], ['INVALID_PAGE_TOKEN', 'pageToken']);
       }
       assert.equal(store.calls['list'], lists, 'Temporal was not asked');
     });
