@@ -176,3 +176,58 @@ describe('docker-compose.yml and the Dockerfile', () => {
     assert.ok(compose.services['temporal'], 'a temporal service exists');
   });
 });
+
+/**
+ * Compose stays true to the cluster mode that runs here (scripts/temporal cluster, which
+ * test/integration/temporal-cluster-tls.test.ts runs for real): the same server version, the same
+ * persistence settings and the same dynamic config file.
+ */
+describe('docker-compose.yml and scripts/temporal cluster', () => {
+  const version = readFileSync(join(root, 'dev/cluster/VERSION'), 'utf8').trim();
+  const full = parse(readFileSync(join(root, 'docker-compose.yml'), 'utf8')) as {
+    services: Record<string, Service & { image?: string; configs?: { source: string; target: string }[] }>;
+    configs?: Record<string, { file?: string; content?: string }>;
+    'x-postgres-env': Record<string, string>;
+  };
+  // The template's @@NAME@@ fields are ports and paths, filled by scripts/temporal-cluster.
+  const server = parse(
+    readFileSync(join(root, 'dev/cluster/server.yaml.tmpl'), 'utf8').replace(/@@[A-Z_]+@@/g, '1'),
+  ) as {
+    persistence: {
+      numHistoryShards: number;
+      defaultStore: string;
+      visibilityStore: string;
+      datastores: Record<string, { sql: { pluginName: string; databaseName: string } }>;
+    };
+  };
+
+  it('every temporalio/server and admin-tools image defaults to the version the cluster mode builds', () => {
+    assert.match(version, /^\d+\.\d+\.\d+$/, 'dev/cluster/VERSION holds one version');
+    const images = Object.values(full.services)
+      .map((s) => s.image ?? '')
+      .filter((i) => /^temporalio\/(server|admin-tools):/.test(i));
+    assert.ok(images.length >= 3, `server and admin-tools images found: ${images.join(', ')}`);
+    for (const image of images) assert.equal(image.split(':-')[1]?.replace(/\}$/, ''), version, image);
+  });
+
+  it('the server mounts the cluster mode dynamic config file itself (one source)', () => {
+    const mount = full.services['temporal']!.configs?.[0];
+    assert.ok(mount, 'the temporal service mounts a config');
+    assert.equal(full.configs?.[mount.source]?.file, './dev/cluster/dynamicconfig.yaml');
+    assert.ok(existsSync(join(root, 'dev/cluster/dynamicconfig.yaml')));
+    const path = full.services['temporal']!.environment?.['DYNAMIC_CONFIG_FILE_PATH'] ?? '';
+    assert.ok(mount.target.endsWith(path), `DYNAMIC_CONFIG_FILE_PATH ${path} is the mounted file ${mount.target}`);
+  });
+
+  it('the persistence settings are the cluster mode ones: plugin, databases, history shards', () => {
+    const p = server.persistence;
+    const plugins = new Set(Object.values(p.datastores).map((d) => d.sql.pluginName));
+    assert.deepEqual([...plugins], [full['x-postgres-env']['DB']]);
+    assert.equal(p.datastores[p.defaultStore]!.sql.databaseName, 'temporal');
+    assert.equal(p.datastores[p.visibilityStore]!.sql.databaseName, 'temporal_visibility');
+    const schema = (full.services['temporal-schema']!.command ?? []).join('\n');
+    assert.match(schema, /for db in temporal temporal_visibility/, 'compose migrates the same two databases');
+    assert.match(schema, new RegExp(`schema/postgresql/v12/`), 'with the same schema (postgresql v12)');
+    assert.equal(Number(full.services['temporal']!.environment?.['NUM_HISTORY_SHARDS']), p.numHistoryShards);
+  });
+});
