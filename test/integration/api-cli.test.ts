@@ -19,6 +19,7 @@ import type { NativeConnection } from '@temporalio/worker';
 import { PROXY_DELETE_UPDATE, proxyWorkflowId } from '../../contracts/proxy.ts';
 import { writeTokens } from '../support/api.ts';
 import type { TestTokens } from '../support/api.ts';
+import { catalogOf, startCatalogPublisher } from '../../runtime/catalog.ts';
 import { fleetConfig, startFleetWorker, writeProvidersFile } from '../support/fleet.ts';
 import type { ProvidersConfig } from '../../lib/config/index.ts';
 import type { RunningWorker } from '../support/fleet.ts';
@@ -57,6 +58,7 @@ const ctl = (args: string[], timeoutMs = 60_000): Promise<CommandResult> =>
   runCommand(EGRESSCTL, args, { cwd: PROJECT_ROOT, timeoutMs });
 
 describe('egressctl against the API process', { timeout: 300_000 }, () => {
+  let catalog: { stop(): Promise<void> } | undefined;
   let client: Client;
   let connection: NativeConnection;
   let mirror: ImageMirror;
@@ -89,6 +91,8 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     });
     devConfig = config;
     worker = await startFleetWorker(connection, client, config, taskQueue);
+    // What workers/worker.ts does at start-up: the API validates writes against it.
+    catalog = await startCatalogPublisher(client, taskQueue, catalogOf(config), { info() {}, warn() {} });
     tokens = await writeTokens(tmp);
     const child = spawn(
       process.execPath,
@@ -121,6 +125,7 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
       await h.executeUpdate(PROXY_DELETE_UPDATE).catch(() => undefined);
       await client.withDeadline(Date.now() + 60_000, () => h.result()).catch(() => undefined);
     }
+    await catalog?.stop();
     if (apiProc && apiProc.exitCode === null) {
       const exited = new Promise((resolve) => apiProc!.once('exit', resolve));
       apiProc.kill('SIGTERM');
@@ -229,7 +234,8 @@ describe('egressctl against the API process', { timeout: 300_000 }, () => {
     assert.ok(body.result.hosts.length === 1 && body.result.hosts[0]!.ok && body.result.hosts[0]!.sizeBytes > 0);
     const bad = await ctl(['image', 'warm', `${entry}/nosuch`, '--wait', '--wait-ms', '60000', ...g], 120_000);
     assert.equal(bad.code, 2, bad.stderr + bad.stdout);
-    assert.match(bad.stdout, /has no image "nosuch"/);
+    // Refused by the API against the catalog before anything starts (422, exit 2).
+    assert.match(bad.stderr, /422 UNKNOWN_IMAGE.*nosuch.*known: empty/);
   });
 
   it('hosts check prints one JSON line per host of the providers file', async () => {
