@@ -12,6 +12,8 @@ import { parseArgs } from 'node:util';
 import { describe, it } from 'node:test';
 import { explainConnectError } from '../../client/connect-diagnosis.ts';
 import { sdkConnectionOptions, TemporalSettingsError, temporalSettings } from '../../client/connection.ts';
+import { CliError, EXIT } from '../../cli/http.ts';
+import { withTemporal } from '../../cli/temporal.ts';
 import { OptionError } from '../../runtime/options.ts';
 import { TEMPORAL_CONNECTION_OPTIONS, temporalSettingsFromOptions } from '../../runtime/temporal-options.ts';
 
@@ -161,5 +163,23 @@ describe('explainConnectError', () => {
   }
   it('an error it does not recognise is passed through unchanged', () => {
     assert.equal(explainConnectError(new Error('something else\nline 2'), plain), 'something else');
+  });
+});
+
+describe('egressctl withTemporal (cli/temporal.ts): bad TLS options', () => {
+  it('a certificate flag without its key is a usage error (exit 2) before any connection', async () => {
+    let called = false;
+    await assert.rejects(
+      withTemporal(
+        1_000,
+        () => {
+          called = true;
+          return Promise.resolve();
+        },
+        { 'temporal-tls-cert': '/c.pem' },
+      ),
+      (err: Error) => err instanceof CliError && err.code === EXIT.usage && /--temporal-tls-key/.test(err.message),
+    );
+    assert.equal(called, false);
   });
 });
