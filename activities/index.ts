@@ -5,6 +5,7 @@ import { createFleetActivities } from './fleet.ts';
 import type { HostRegistry } from './hosts.ts';
 import type { WorkerMetrics } from './metrics.ts';
 import { createImageActivities } from './image.ts';
+import { createMonitorActivities } from './monitor.ts';
 import { createProxyActivities } from './proxy.ts';
 import { smokeGreet } from './smoke.ts';
 
@@ -19,9 +20,11 @@ export interface ActivityDeps {
 }
 
 export function createActivities(deps: ActivityDeps) {
+  const proxy = createProxyActivities(deps.registry, deps.metrics);
   return {
     smokeGreet,
-    ...createProxyActivities(deps.registry, deps.metrics),
+    ...proxy,
+    ...createMonitorActivities(proxy),
     ...createImageActivities(deps.registry, deps.client, deps.taskQueue, deps.metrics),
     ...createFleetActivities(deps.registry, deps.client),
   };

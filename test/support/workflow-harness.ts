@@ -32,8 +32,12 @@ import type {
   VmReading,
 } from '../../contracts/proxy.ts';
 import type { PlacedProxy } from '../../activities/proxy.ts';
+import { resumedDetails, runMonitor } from '../../activities/monitor.ts';
+import type { MonitorIo } from '../../activities/monitor.ts';
+import type { MonitorDetails, MonitorInput } from '../../contracts/health.ts';
 import type { proxyLifecycle, ProxyWorkflowInput } from '../../workflows/proxy/index.ts';
 import { CUSTOM_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
+import { freshProxyStatus, monitorHeartbeat } from '../../client/health.ts';
 import {
   INDEXED_VALUE_TYPE_NAMES,
   installTestRuntime,
@@ -358,6 +362,66 @@ export class Fakes {
     seed: 'deleted',
   });
 
+  /** Waits the fake monitor began (each poll that did not end the activity ends in one). */
+  monitorWaits = 0;
+  /** Ticks of the test: each ends one wait of the fake monitor (one poll). */
+  ticks = 0;
+  /** The poll count of the fake monitor's last heartbeat. */
+  lastBeatPolls = -1;
+  /** The next wait of the monitor hangs without heartbeats, as on a worker that died, until this opens. */
+  freezeNextWait: Gate | undefined;
+
+  /**
+   * The monitor activity: the real loop (activities/monitor.ts runMonitor) over the fake read and
+   * probe; a wait of one interval ends on the test's tick (monitorStep), or after the interval in
+   * real time when it is short.
+   */
+  private monitor(): (input: MonitorInput & { waitFirst?: boolean }) => Promise<unknown> {
+    const read = this.record('readProxyVm', () => this.read);
+    const probe = this.record('probeProxy', () => this.probe);
+    return async (input) => {
+      const ctx = Context.current();
+      this.calls.push({
+        activity: 'monitorProxy',
+        input,
+        scheduledMs: ctx.info.currentAttemptScheduledTimestampMs,
+        attempt: ctx.info.attempt,
+      });
+      const now = () => Date.now();
+      let last: MonitorDetails | undefined;
+      const io: MonitorIo = {
+        read: () => read({ proxy: input.proxy, host: input.host }),
+        probe: (ip) => probe({ proxy: input.proxy, host: input.host, ip }),
+        now,
+        wait: async (ms) => {
+          const frozen = this.freezeNextWait;
+          this.freezeNextWait = undefined;
+          if (frozen !== undefined) {
+            // No heartbeat, no result: the server sees a dead worker. (Cancellation ends it, for the worker's shutdown.)
+            await Promise.race([frozen.opened, ctx.cancelled]);
+            throw new Error('this attempt belonged to a worker that died');
+          }
+          this.monitorWaits += 1;
+          // The test server does not skip time while an activity runs: a poll is a tick of the test
+          // (or, for a short interval, the interval in real time).
+          const seen = this.ticks;
+          const until = Date.now() + Math.min(ms, TEST_TIMEOUT_MS);
+          while (this.ticks === seen && Date.now() < until) {
+            ctx.heartbeat(last);
+            await ctx.sleep(10);
+          }
+        },
+        heartbeat: (d) => {
+          last = d;
+          this.lastBeatPolls = d.state.polls;
+          ctx.heartbeat(d);
+        },
+        resumed: () => (ctx.info.attempt > 1 ? resumedDetails(input, ctx.info.heartbeatDetails) : undefined),
+      };
+      return runMonitor(input, io);
+    };
+  }
+
   /** Calls of one activity, in order. */
   of<I = unknown>(activity: string): I[] {
     return this.calls.filter((c) => c.activity === activity).map((c) => c.input as I);
@@ -409,6 +473,7 @@ export class Fakes {
       createProxyVm: this.record('createProxyVm', () => this.create),
       readProxyVm: this.record('readProxyVm', () => this.read),
       probeProxy: this.record('probeProxy', () => this.probe),
+      monitorProxy: this.monitor() as Activities['monitorProxy'],
       deleteProxyVm: this.record('deleteProxyVm', () => this.delete),
       resizeProxyVm: this.record('resizeProxyVm', () => this.resize),
       readConsoleTail: this.record('readConsoleTail', () => this.consoleTail),
@@ -588,7 +653,8 @@ export async function startProxy(
 ): Promise<Started> {
   const name = uniqueName('px');
   const imageKey = uniqueName('img');
-  const input: ProxyWorkflowInput = { name, entry: ENTRY, imageKey, ...extra };
+  // The tests of the older health loop (a timer per poll) run it; the monitor's tests ask for theirs.
+  const input: ProxyWorkflowInput = { name, entry: ENTRY, imageKey, healthLoop: 'poll', ...extra };
   const handle = await env.client.workflow.start<typeof proxyLifecycle>(PROXY_WORKFLOW_TYPE, {
     taskQueue,
     workflowId: proxyId(input.name),
@@ -663,4 +729,33 @@ export async function skipUntil<T>(
 /** The three conditions of a status, as a list. */
 export function conditionsOf(s: ProxyStatus): Condition[] {
   return [s.conditions.VmRunning, s.conditions.AddressAssigned, s.conditions.Healthy];
+}
+
+// ---- the health monitor ------------------------------------------------------------------------
+
+/** Waits until the fake monitor is waiting for its next poll more often than `before` times (bounded). */
+export async function monitorWaiting(f: Fakes, before: number, what: string): Promise<void> {
+  await pollUntil(() => Promise.resolve(f.monitorWaits > before ? true : undefined), {
+    timeoutMs: WAIT_MS,
+    intervalMs: 10,
+    what: `${what} (the monitor waiting for its next poll)`,
+  });
+}
+
+/**
+ * One poll of the monitor loop: ends the monitor's wait (a tick), waits until the monitor waits again (the same
+ * activity after a quiet poll, or the next one after a transition) and returns the fresh status.
+ */
+export async function monitorStep(_e: Env, f: Fakes, handle: WorkflowHandle, what: string): Promise<ProxyStatus> {
+  const before = f.monitorWaits;
+  f.ticks += 1;
+  await monitorWaiting(f, before, what);
+  await pollUntil(
+    async () => {
+      const beat = await monitorHeartbeat(handle);
+      return (beat?.details as MonitorDetails | undefined)?.state.polls === f.lastBeatPolls ? true : undefined;
+    },
+    { timeoutMs: WAIT_MS, intervalMs: 10, what: `${what} (its heartbeat at the server)` },
+  );
+  return freshProxyStatus(handle);
 }

@@ -1,7 +1,7 @@
 // The proxy workflow's message handlers: the `status` query, the image progress signal, and the
 // `delete` and `resize` updates (with their validators). Delete cancels the lifecycle's scope;
 // resize hands its size to the health loop and waits for the loop to apply it.
-import { ApplicationFailure, condition, setHandler } from '@temporalio/workflow';
+import { ApplicationFailure, condition, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import type { CancellationScope } from '@temporalio/workflow';
 import {
   imageProgressSignal,
@@ -12,7 +12,7 @@ import {
 import type { DeleteAccepted, ProxyStatus, VmSize } from '../../contracts/proxy.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import type { ProxyRun } from './state.ts';
-import { deleteProblem, resizeProblem, resizeTarget, withImageProgress } from './status.ts';
+import { deleteProblem, detailsLine, resizeProblem, resizeTarget, withImageProgress } from './status.ts';
 
 /**
  * Sets every handler of the proxy workflow on `run` (the image ready signal is `images`'s); `main`
@@ -21,7 +21,10 @@ import { deleteProblem, resizeProblem, resizeTarget, withImageProgress } from '.
 export function installHandlers(run: ProxyRun, main: CancellationScope, images: ImageWaiter): void {
   setHandler(proxyStatusQuery, () => run.status);
   setHandler(imageProgressSignal, (p) => {
-    if (images.awaiting(p.workflowId)) run.status = withImageProgress(run.status, p);
+    if (!images.awaiting(p.workflowId)) return;
+    run.status = withImageProgress(run.status, p);
+    // The Web UI's current details show the upload's progress (not history: no event).
+    setCurrentDetails(detailsLine(run.status));
   });
   setHandler(
     proxyDeleteUpdate,

@@ -1,6 +1,7 @@
-// The Running phase: poll the VM every health interval, fold its address (H3) and a probe
-// (hysteresis) into the status, recreate a VM that is gone on its host, apply a pending resize,
-// and continue-as-new when the history grows long.
+// The Running phase of runs started before the health monitor (monitor-loop.ts), and of those
+// started with `healthLoop: 'poll'`: poll the VM every health interval, fold its address (H3) and
+// a probe (hysteresis) into the status, recreate a VM that is gone on its host, apply a pending
+// resize, and continue-as-new when the history grows long. Its recreate and resize serve both loops.
 import {
   allHandlersFinished,
   condition,
@@ -76,7 +77,7 @@ export async function healthLoop(run: ProxyRun, images: ImageWaiter, proxy: Reso
 }
 
 /** Recreates a VM that is gone (`vmState`) on the proxy's host; VM_LOST after maxRecreations. */
-async function recreate(
+export async function recreate(
   run: ProxyRun,
   images: ImageWaiter,
   r: ResolvedProxy,
@@ -110,7 +111,7 @@ async function recreate(
 }
 
 /** Applies the pending resize (restart included); the loop's next polls see the VM come back. */
-async function applyResize(run: ProxyRun, r: ResolvedProxy, host: string): Promise<ResolvedProxy> {
+export async function applyResize(run: ProxyRun, r: ResolvedProxy, host: string): Promise<ResolvedProxy> {
   const next = { ...r, vm: { ...r.vm, ...run.pendingResize! } };
   let error: string | undefined;
   try {

@@ -4,7 +4,8 @@
 // or cancelling at any point aborts the work in flight and cleans up in a non-cancellable scope.
 //
 // The parts: state.ts (the run state), status.ts (its pure transitions), handlers.ts (query,
-// updates, signals), ../image-join.ts (waiting on the base image), phases.ts (resolve, place, image, create, boot), health-loop.ts (Running),
+// updates, signals), ../image-join.ts (waiting on the base image), phases.ts (resolve, place, image, create, boot),
+// monitor-loop.ts (Running, with the health monitor activity; health-loop.ts for older runs),
 // cleanup.ts (the way out), publish.ts (search attributes, memo, details).
 import {
   ApplicationFailure,
@@ -14,6 +15,7 @@ import {
   allHandlersFinished,
   condition,
   isCancellation,
+  patched,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { ProxyOutcome } from '../../contracts/proxy.ts';
@@ -22,6 +24,7 @@ import { ImageWaiter } from '../image-join.ts';
 import { finish } from './cleanup.ts';
 import { installHandlers } from './handlers.ts';
 import { healthLoop } from './health-loop.ts';
+import { monitorLoop } from './monitor-loop.ts';
 import { provision, resolve } from './phases.ts';
 import { nowIso, publish } from './publish.ts';
 import { ProxyFailed, ProxyRun } from './state.ts';
@@ -48,7 +51,9 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
         run.status = withResolved(run.status, r);
       }
       if (run.status.state !== 'Running') await provision(run, images, r);
-      await healthLoop(run, images, r);
+      // Runs recorded before the monitor keep their loop; `poll` keeps it for a new run too.
+      if (input.healthLoop !== 'poll' && patched('health-monitor')) await monitorLoop(run, images, r);
+      else await healthLoop(run, images, r);
     });
   } catch (err) {
     if (err instanceof ProxyFailed) failed = err;

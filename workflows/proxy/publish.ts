@@ -1,11 +1,12 @@
 // Making a proxy's status visible: search attributes and memo (which the API lists and filters
-// on) and the Web UI's current details, refreshed on every state change.
+// on) and the Web UI's current details, refreshed on every state change (the monitor loop: only
+// when a value they hold changes).
 import { setCurrentDetails, upsertMemo } from '@temporalio/workflow';
 import type { ProxyState } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import { upsertProxySearchAttributes } from '../search-attributes.ts';
 import type { ProxyRun } from './state.ts';
-import { detailsLine, memoOf } from './status.ts';
+import { detailsLine, memoOf, publishedKey } from './status.ts';
 
 /** Workflow time as RFC 3339: replay-safe. */
 export const nowIso = (): string => new Date().toISOString();
@@ -16,6 +17,19 @@ export function publish(run: ProxyRun): void {
   upsertProxySearchAttributes(run.status);
   upsertMemo(memoOf(run.status));
   setCurrentDetails(detailsLine(run.status));
+  run.published = publishedKey(run.status);
+}
+
+/**
+ * Publishes only when a value the search attributes or the memo hold changed (the monitor loop:
+ * a healthy proxy's counters and probe times stay out of its history); the current details follow.
+ */
+export function publishIfChanged(run: ProxyRun): void {
+  if (run.published === publishedKey(run.status)) {
+    setCurrentDetails(detailsLine(run.status));
+    return;
+  }
+  publish(run);
 }
 
 /** Moves to `state` (with `reason`) and publishes; nothing when neither changes. */

@@ -20,8 +20,14 @@ export interface CarriedProxy {
 export interface ProxyWorkflowInput extends ProxySpec {
   /** The installation's owner UID; checked against the worker's providers file when given. */
   ownerUid?: string;
-  /** Continue-as-new after this many health polls (default: when the server suggests it). */
+  /** Continue-as-new after this many health polls (default: hourly, or when the server suggests it). */
   continueAsNewAfterPolls?: number;
+  /**
+   * The Running phase's loop: `monitor` (the default: one long-running activity that returns only
+   * on a transition, docs/health.md) or `poll` (the loop of runs started before it: two activities
+   * and a timer per interval; kept for those runs and for the steady-state benchmark's comparison).
+   */
+  healthLoop?: 'monitor' | 'poll';
   /** Set by the previous run on continue-as-new; clients leave it unset. */
   carried?: CarriedProxy;
 }
@@ -56,6 +62,10 @@ export class ProxyRun {
   /** A resize the update handler asked for and the health loop has not applied yet. */
   pendingResize: ResizeTarget | undefined;
   private resizeError: string | undefined;
+  /** Health polls done in this run (the monitor's checkpoint counts them; not carried). */
+  polls = 0;
+  /** What the last publish upserted (publishedKey): the monitor loop upserts only when it changes. */
+  published: string | undefined;
 
   readonly input: ProxyWorkflowInput;
 

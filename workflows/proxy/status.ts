@@ -3,33 +3,11 @@
 // handlers apply. No I/O, no workflow APIs: unit-tested on their own.
 import type { ImageProgressSignal } from '../../contracts/image.ts';
 import { MEMORY_MIB, VCPUS, inRange, rangeMessage } from '../../contracts/limits.ts';
-import type {
-  Condition,
-  ConditionStatus,
-  ProxyError,
-  ProxySpec,
-  ProxyState,
-  ProxyStatus,
-  ResolvedProxy,
-  VmReading,
-  VmSize,
-} from '../../contracts/proxy.ts';
+import { newCondition, setCondition } from '../../contracts/health.ts';
+import type { ProxyError, ProxySpec, ProxyState, ProxyStatus, ResolvedProxy, VmSize } from '../../contracts/proxy.ts';
 
-export function newCondition(status: ConditionStatus, reason: string, at: string, message?: string): Condition {
-  return message === undefined ? { status, reason, since: at } : { status, reason, message, since: at };
-}
-
-/** Sets a condition; `since` moves only when the status changes. */
-export function setCondition(
-  current: Condition,
-  status: ConditionStatus,
-  reason: string,
-  at: string,
-  message?: string,
-): Condition {
-  const since = current.status === status ? current.since : at;
-  return message === undefined ? { status, reason, since } : { status, reason, message, since };
-}
+// The health folds live in contracts/health.ts (the monitor activity shares them).
+export { applyAddress, applyProbe, newCondition, setCondition, vmLost } from '../../contracts/health.ts';
 
 export function initialStatus(spec: ProxySpec, at: string): ProxyStatus {
   return {
@@ -56,79 +34,12 @@ export function withResolved(st: ProxyStatus, r: ResolvedProxy): ProxyStatus {
   return { ...st, port: r.squid.port, vm: { ...r.vm } };
 }
 
-/** One probe's outcome folded into the counters and the Healthy condition (hysteresis). */
-export function applyProbe(
-  st: ProxyStatus,
-  outcome: { ok: true; latencyMs: number } | { ok: false; code: string; message: string },
-  h: { healthyAfter: number; unhealthyAfter: number },
-  at: string,
-): ProxyStatus {
-  const health = { ...st.health, lastProbeAt: at };
-  let healthy = st.conditions.Healthy;
-  if (outcome.ok) {
-    health.consecutiveOk += 1;
-    health.consecutiveFailed = 0;
-    health.totalOk += 1;
-    health.lastLatencyMs = outcome.latencyMs;
-    if (health.consecutiveOk >= h.healthyAfter) healthy = setCondition(healthy, 'True', 'ProbePassed', at);
-  } else {
-    health.consecutiveFailed += 1;
-    health.consecutiveOk = 0;
-    health.totalFailed += 1;
-    health.lastError = `${outcome.code}: ${outcome.message}`;
-    if (health.consecutiveFailed >= h.unhealthyAfter) {
-      healthy = setCondition(healthy, 'False', 'ProbeFailed', at, health.lastError);
-    }
-  }
-  return { ...st, health, conditions: { ...st.conditions, Healthy: healthy } };
-}
-
-/**
- * One poll's address folded in (H3). A read address is taken at once. A poll without one (agent
- * restarting, VM briefly not running, or the read failing) keeps the previous IP and Healthy for
- * `gracePolls` polls; the next one demotes: no IP, AddressAssigned False, Healthy False.
- */
-export function applyAddress(
-  st: ProxyStatus,
-  missedPolls: number,
-  ip: string | undefined,
-  gracePolls: number,
-  at: string,
-  why: string,
-): { status: ProxyStatus; missedPolls: number } {
-  if (ip !== undefined) {
-    const AddressAssigned = setCondition(st.conditions.AddressAssigned, 'True', 'AddressRead', at);
-    return { status: { ...st, ip, conditions: { ...st.conditions, AddressAssigned } }, missedPolls: 0 };
-  }
-  const missed = missedPolls + 1;
-  if (st.ip !== undefined && missed <= gracePolls) return { status: st, missedPolls: missed };
-  const conditions = {
-    ...st.conditions,
-    AddressAssigned: setCondition(st.conditions.AddressAssigned, 'False', 'NoAddress', at, why),
-    Healthy:
-      st.ip !== undefined
-        ? setCondition(st.conditions.Healthy, 'False', 'AddressLost', at, why)
-        : st.conditions.Healthy,
-  };
-  const health = st.ip !== undefined ? { ...st.health, consecutiveOk: 0 } : st.health;
-  return { status: { ...st, ip: undefined, conditions, health }, missedPolls: missed };
-}
-
 /** libvirt runs the VM: VmRunning True. */
 export function markVmRunning(st: ProxyStatus, at: string): ProxyStatus {
   return {
     ...st,
     conditions: { ...st.conditions, VmRunning: setCondition(st.conditions.VmRunning, 'True', 'Running', at) },
   };
-}
-
-/** A VM reading that means the VM is gone from under a Running proxy: it is recreated. */
-export function vmLost(
-  reading: VmReading | undefined,
-): reading is VmReading & { state: 'Missing' | 'Failed' | 'Stopped' } {
-  return (
-    reading !== undefined && (reading.state === 'Missing' || reading.state === 'Failed' || reading.state === 'Stopped')
-  );
 }
 
 /** The VM was lost (`vmState`) and is being recreated: counted, no address, every condition False. */
@@ -214,10 +125,29 @@ export function memoOf(st: ProxyStatus): Record<string, unknown> {
   };
 }
 
+/**
+ * What the search attributes and the memo are made of: the status without its counters, times and
+ * last errors (which change on every poll and go to the status query, not to history).
+ */
+export function publishedKey(st: ProxyStatus): string {
+  const c = st.conditions;
+  const { health: _h, updatedAt: _u, lastError: _e, image: _i, conditions: _c, ...rest } = st;
+  return JSON.stringify([rest, c.VmRunning.status, c.AddressAssigned.status, c.Healthy.status]);
+}
+
 /** The one-line summary the Web UI shows as the workflow's current details. */
 export function detailsLine(st: ProxyStatus): string {
   return (
     `**${st.state}** · proxy \`${st.name}\` · entry \`${st.entry}\` · host \`${st.host ?? '-'}\` · ` +
-    `ip \`${st.ip ?? '-'}\` · Healthy ${st.conditions.Healthy.status}${st.reason ? ` · ${st.reason}` : ''}`
+    `ip \`${st.ip ?? '-'}\` · Healthy ${st.conditions.Healthy.status}${st.reason ? ` · ${st.reason}` : ''}` +
+    imageLine(st)
   );
+}
+
+/** The base upload's progress, while the proxy waits on it ('' when it does not). */
+function imageLine(st: ProxyStatus): string {
+  const p = st.image;
+  if (p === undefined || p.totalBytes <= 0) return '';
+  const pct = Math.floor((100 * p.bytes) / p.totalBytes);
+  return ` · image ${pct} % (${(p.bytes / 2 ** 20).toFixed(0)} of ${(p.totalBytes / 2 ** 20).toFixed(0)} MiB, ${(p.bytesPerSecond / 2 ** 20).toFixed(1)} MiB/s)`;
 }

@@ -1,0 +1,122 @@
+// The health monitor of one Running proxy: a long-running activity that polls the VM (state and
+// address) and probes its Squid every health interval, folds each poll into the monitor state
+// (contracts/health.ts, the same folds the workflow's older loop uses), heartbeats that state on
+// every poll, and returns to the workflow only when something the workflow records changed (Healthy,
+// the address), the VM is gone, a boot ran out of time, or the checkpoint came. A retry (the worker
+// died: the heartbeat timeout) resumes from the last heartbeat's state, so the hysteresis counters
+// and the H3 grace count survive it. Cancellation (delete, resize) arrives through the heartbeat.
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { FailureDetails } from '../contracts/errors.ts';
+import { CODES } from '../contracts/errors.ts';
+import { foldProbe, foldReading, monitorVerdict, probeAddress } from '../contracts/health.ts';
+import type { MonitorDetails, MonitorInput, MonitorResult, MonitorState } from '../contracts/health.ts';
+import type { ProbeOutcome, ProxyError, VmReading } from '../contracts/proxy.ts';
+
+/** What the monitor loop needs from the world (the real one below; the workflow tests' fake). */
+export interface MonitorIo {
+  read(): Promise<VmReading>;
+  probe(ip: string): Promise<ProbeOutcome>;
+  /** Epoch ms. */
+  now(): number | Promise<number>;
+  /** Waits `ms`; rejects when the activity is cancelled. */
+  wait(ms: number): Promise<void>;
+  heartbeat(details: MonitorDetails): void;
+  /** The details of the previous attempt's last heartbeat, if this attempt is a retry. */
+  resumed(): MonitorDetails | undefined;
+}
+
+/** The details of a retried attempt, when they are a monitor state for this proxy. */
+export function resumedDetails(input: MonitorInput, details: unknown): MonitorDetails | undefined {
+  const d = details as Partial<MonitorDetails> | undefined;
+  const st = d?.state;
+  if (st === undefined || st.status?.name !== input.proxy.name || typeof st.missedPolls !== 'number') return undefined;
+  return { state: st };
+}
+
+/** Polls until a verdict (contracts/health.ts monitorVerdict); returns it with the state. */
+export async function runMonitor(input: MonitorInput & { waitFirst?: boolean }, io: MonitorIo): Promise<MonitorResult> {
+  const h = input.proxy.health;
+  const known = input.state;
+  const resumed = io.resumed();
+  let state: MonitorState = resumed?.state ?? known;
+  io.heartbeat({ state });
+  if (input.waitFirst === true && resumed === undefined) await io.wait(h.intervalMs);
+  for (;;) {
+    let reading: VmReading | undefined;
+    let readError: ProxyError | undefined;
+    try {
+      reading = await io.read();
+    } catch (err) {
+      if (Context.current().cancellationSignal.aborted) throw err;
+      readError = errorOf(err, new Date(await io.now()).toISOString());
+    }
+    const at = new Date(await io.now()).toISOString();
+    const folded = foldReading({ ...state, polls: state.polls + 1 }, { reading, readError }, h, at);
+    state = folded.state;
+    const ip = folded.lost === undefined ? probeAddress(state, h) : undefined;
+    if (ip !== undefined) state = foldProbe(state, await io.probe(ip), h, new Date(await io.now()).toISOString());
+    const verdict = monitorVerdict(input, known, state, await io.now(), folded.lost);
+    if (verdict !== undefined)
+      return folded.lost === undefined ? { reason: verdict, state } : { reason: verdict, state, vmState: folded.lost };
+    io.heartbeat({ state });
+    await io.wait(h.intervalMs);
+  }
+}
+
+/** A failed read as the status's last error (the error table's kind and code). */
+function errorOf(err: unknown, at: string): ProxyError {
+  const message = err instanceof Error ? err.message : String(err);
+  if (err instanceof ApplicationFailure) {
+    const d = err.details?.[0] as Partial<FailureDetails> | undefined;
+    return { kind: d?.kind ?? 'Transient', code: d?.code ?? err.type ?? CODES.unclassified, message, at };
+  }
+  return { kind: 'Transient', code: CODES.unclassified, message, at };
+}
+
+/** How often the monitor heartbeats while a read or a probe is in flight (they may take longer than its timeout's margin). */
+const BUSY_HEARTBEAT_MS = 2_000;
+
+/** Heartbeats and waits of the running activity. */
+export function activityIo(read: MonitorIo['read'], probe: MonitorIo['probe']): MonitorIo {
+  const ctx = Context.current();
+  let last: MonitorDetails | undefined;
+  const busy = async <T>(fn: () => Promise<T>): Promise<T> => {
+    const beat = setInterval(() => ctx.heartbeat(last), BUSY_HEARTBEAT_MS);
+    try {
+      return await fn();
+    } finally {
+      clearInterval(beat);
+    }
+  };
+  return {
+    read: () => busy(read),
+    probe: (ip) => busy(() => probe(ip)),
+    now: () => Date.now(),
+    wait: (ms) => ctx.sleep(ms),
+    heartbeat: (d) => {
+      last = d;
+      ctx.heartbeat(d);
+    },
+    resumed: () => undefined,
+  };
+}
+
+/** The monitor activity over the proxy activities' own read and probe (one SSH link per host, shared). */
+export function createMonitorActivities(proxy: {
+  readProxyVm(input: { proxy: MonitorInput['proxy']; host: string }): Promise<VmReading>;
+  probeProxy(input: { proxy: MonitorInput['proxy']; host: string; ip: string }): Promise<ProbeOutcome>;
+}) {
+  return {
+    /** Polls and probes one Running proxy until something the workflow records changes (see above). */
+    async monitorProxy(input: MonitorInput & { waitFirst?: boolean }): Promise<MonitorResult> {
+      const { proxy: p, host } = input;
+      const io = activityIo(
+        () => proxy.readProxyVm({ proxy: p, host }),
+        (ip) => proxy.probeProxy({ proxy: p, host, ip }),
+      );
+      const info = Context.current().info;
+      const resumed = info.attempt > 1 ? resumedDetails(input, info.heartbeatDetails) : undefined;
+      return runMonitor(input, { ...io, resumed: () => resumed });
+    },
+  };
+}

@@ -1,0 +1,219 @@
+// The health model of a Running proxy, as pure functions shared by the workflow and the monitor
+// activity (activities/monitor.ts): conditions, probe hysteresis, the address grace (H3), one poll
+// folded into the monitor's state, and when the monitor hands that state back to the workflow (a
+// transition or a checkpoint). No I/O here: the poll's reads and probes come in as arguments.
+import type {
+  Condition,
+  ConditionStatus,
+  ProbeOutcome,
+  ProxyError,
+  ProxyStatus,
+  ResolvedProxy,
+  VmReading,
+} from './proxy.ts';
+
+export function newCondition(status: ConditionStatus, reason: string, at: string, message?: string): Condition {
+  return message === undefined ? { status, reason, since: at } : { status, reason, message, since: at };
+}
+
+/** Sets a condition; `since` moves only when the status changes. */
+export function setCondition(
+  current: Condition,
+  status: ConditionStatus,
+  reason: string,
+  at: string,
+  message?: string,
+): Condition {
+  const since = current.status === status ? current.since : at;
+  return message === undefined ? { status, reason, since } : { status, reason, message, since };
+}
+
+/** One probe's outcome folded into the counters and the Healthy condition (hysteresis). */
+export function applyProbe(
+  st: ProxyStatus,
+  outcome: ProbeOutcome,
+  h: { healthyAfter: number; unhealthyAfter: number },
+  at: string,
+): ProxyStatus {
+  const health = { ...st.health, lastProbeAt: at };
+  let healthy = st.conditions.Healthy;
+  if (outcome.ok) {
+    health.consecutiveOk += 1;
+    health.consecutiveFailed = 0;
+    health.totalOk += 1;
+    health.lastLatencyMs = outcome.latencyMs;
+    if (health.consecutiveOk >= h.healthyAfter) healthy = setCondition(healthy, 'True', 'ProbePassed', at);
+  } else {
+    health.consecutiveFailed += 1;
+    health.consecutiveOk = 0;
+    health.totalFailed += 1;
+    health.lastError = `${outcome.code}: ${outcome.message}`;
+    if (health.consecutiveFailed >= h.unhealthyAfter) {
+      healthy = setCondition(healthy, 'False', 'ProbeFailed', at, health.lastError);
+    }
+  }
+  return { ...st, health, conditions: { ...st.conditions, Healthy: healthy } };
+}
+
+/**
+ * One poll's address folded in (H3). A read address is taken at once. A poll without one (agent
+ * restarting, VM briefly not running, or the read failing) keeps the previous IP and Healthy for
+ * `gracePolls` polls; the next one demotes: no IP, AddressAssigned False, Healthy False.
+ */
+export function applyAddress(
+  st: ProxyStatus,
+  missedPolls: number,
+  ip: string | undefined,
+  gracePolls: number,
+  at: string,
+  why: string,
+): { status: ProxyStatus; missedPolls: number } {
+  if (ip !== undefined) {
+    const AddressAssigned = setCondition(st.conditions.AddressAssigned, 'True', 'AddressRead', at);
+    return { status: { ...st, ip, conditions: { ...st.conditions, AddressAssigned } }, missedPolls: 0 };
+  }
+  const missed = missedPolls + 1;
+  if (st.ip !== undefined && missed <= gracePolls) return { status: st, missedPolls: missed };
+  const conditions = {
+    ...st.conditions,
+    AddressAssigned: setCondition(st.conditions.AddressAssigned, 'False', 'NoAddress', at, why),
+    Healthy:
+      st.ip !== undefined
+        ? setCondition(st.conditions.Healthy, 'False', 'AddressLost', at, why)
+        : st.conditions.Healthy,
+  };
+  const health = st.ip !== undefined ? { ...st.health, consecutiveOk: 0 } : st.health;
+  return { status: { ...st, ip: undefined, conditions, health }, missedPolls: missed };
+}
+
+/** A VM reading that means the VM is gone from under a Running proxy: it is recreated. */
+export function vmLost(
+  reading: VmReading | undefined,
+): reading is VmReading & { state: 'Missing' | 'Failed' | 'Stopped' } {
+  return (
+    reading !== undefined && (reading.state === 'Missing' || reading.state === 'Failed' || reading.state === 'Stopped')
+  );
+}
+
+// ---- the monitor -------------------------------------------------------------------------------
+
+/** What the monitor folds its polls into: handed over by the workflow, heartbeated, handed back. */
+export interface MonitorState {
+  status: ProxyStatus;
+  /** Consecutive polls without an address (H3). */
+  missedPolls: number;
+  /** An address was read since the VM was last started. */
+  addressedOnce: boolean;
+  /** Polls done in this workflow run (the checkpoint counts them). */
+  polls: number;
+}
+
+/** The monitor activity's input. */
+export interface MonitorInput {
+  proxy: ResolvedProxy;
+  host: string;
+  state: MonitorState;
+  /** Epoch ms after which a VM that never had an address fails the boot (BOOT_TIMEOUT). */
+  bootDeadlineMs?: number;
+  /** Epoch ms of the periodic checkpoint: the monitor returns then, and the workflow continues as new. */
+  checkpointAtMs: number;
+  /** Return after this many polls in the run (a test's or an operator's continue-as-new bound). */
+  checkpointAfterPolls?: number;
+}
+
+/**
+ * Why the monitor returned: Healthy or AddressAssigned (or the IP) changed, the VM is gone or
+ * stopped (`VmLost`, recreated by the workflow), a VM that never had an address ran out of its
+ * boot budget, or the checkpoint came.
+ */
+export type MonitorReason = 'Transition' | 'VmLost' | 'BootTimeout' | 'Checkpoint';
+
+export interface MonitorResult {
+  reason: MonitorReason;
+  state: MonitorState;
+  /** The VM's state when `reason` is VmLost. */
+  vmState?: string;
+}
+
+/** The heartbeat details of the monitor activity (a retry resumes from them). */
+export interface MonitorDetails {
+  state: MonitorState;
+}
+
+/** What one poll brought back (a failed read is `readError`, not an exception). */
+export interface PollInput {
+  reading?: VmReading;
+  readError?: ProxyError;
+  /** The probe's outcome, when one was made (see {@link probeAddress}). */
+  probe?: ProbeOutcome;
+}
+
+/** The poll's reading folded in (address grace, boot deadline); `lost` when the VM is gone. */
+export function foldReading(
+  s: MonitorState,
+  p: Pick<PollInput, 'reading' | 'readError'>,
+  h: ResolvedProxy['health'],
+  at: string,
+): { state: MonitorState; lost?: string } {
+  const status = p.readError ? { ...s.status, lastError: p.readError } : s.status;
+  if (vmLost(p.reading)) return { state: { ...s, status }, lost: p.reading.state };
+  const why = p.reading ? `no address read (VM ${p.reading.state})` : 'the VM could not be read';
+  const folded = applyAddress(status, s.missedPolls, p.reading?.ip, h.addressGracePolls, at, why);
+  const addressedOnce = s.addressedOnce || folded.status.ip !== undefined;
+  return { state: { ...s, status: folded.status, missedPolls: folded.missedPolls, addressedOnce } };
+}
+
+/** The address to probe after a folded reading, or undefined (no address, or no target). */
+export function probeAddress(s: MonitorState, h: ResolvedProxy['health']): string | undefined {
+  return h.target !== undefined ? s.status.ip : undefined;
+}
+
+/** A probe's outcome folded in. */
+export function foldProbe(
+  s: MonitorState,
+  outcome: ProbeOutcome,
+  h: ResolvedProxy['health'],
+  at: string,
+): MonitorState {
+  return { ...s, status: applyProbe(s.status, outcome, h, at) };
+}
+
+/** The state's values whose change the workflow must hear of (and record). */
+function watched(st: ProxyStatus): string {
+  const c = st.conditions;
+  return `${c.Healthy.status}|${c.AddressAssigned.status}|${st.ip ?? ''}`;
+}
+
+/**
+ * Whether the monitor returns after a poll that took `before` to `after` (`lost`: the VM's state
+ * when it is gone), and why; undefined: it keeps polling. `nowMs` is the poll's end.
+ */
+export function monitorVerdict(
+  input: Pick<MonitorInput, 'bootDeadlineMs' | 'checkpointAtMs' | 'checkpointAfterPolls'>,
+  before: MonitorState,
+  after: MonitorState,
+  nowMs: number,
+  lost?: string,
+): MonitorReason | undefined {
+  if (lost !== undefined) return 'VmLost';
+  if (watched(before.status) !== watched(after.status)) return 'Transition';
+  if (!after.addressedOnce && input.bootDeadlineMs !== undefined && nowMs > input.bootDeadlineMs) return 'BootTimeout';
+  if (nowMs >= input.checkpointAtMs) return 'Checkpoint';
+  if (input.checkpointAfterPolls !== undefined && after.polls >= input.checkpointAfterPolls) return 'Checkpoint';
+  return undefined;
+}
+
+/**
+ * The status as fresh as the monitor's last heartbeat: the workflow's status (what its query
+ * returns, recorded at the last transition) with the monitor's counters and last probe when the
+ * monitor of the same run is further along. Clients call this with the pending activity's
+ * heartbeat details from `describe`.
+ */
+export function withMonitorDetails(st: ProxyStatus, details: unknown): ProxyStatus {
+  const d = details as Partial<MonitorDetails> | undefined;
+  const live = d?.state?.status;
+  if (live === undefined || live.name !== st.name || typeof live.health !== 'object') return st;
+  const seen = st.health.totalOk + st.health.totalFailed;
+  const now = live.health.totalOk + live.health.totalFailed;
+  return now > seen ? { ...st, health: live.health, lastError: live.lastError ?? st.lastError } : st;
+}

@@ -1,0 +1,141 @@
+// The Running phase with the health monitor (docs/health.md): one long-running activity
+// (activities/monitor.ts) polls and probes the proxy and returns only when something the workflow
+// records changed, so a healthy proxy adds no history between transitions. Here: hand the monitor
+// the state, take back what it returns (a transition, a VM gone, a boot out of time, the hourly
+// checkpoint), publish only what changed, recreate, resize (the monitor is cancelled for it) and
+// continue-as-new at the checkpoint. Delete cancels the monitor with the lifecycle's scope.
+import {
+  allHandlersFinished,
+  CancellationScope,
+  condition,
+  isCancellation,
+  makeContinueAsNewFunc,
+  proxyActivities,
+  sleep,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../../activities/index.ts';
+import { CODES } from '../../contracts/errors.ts';
+import type { MonitorInput, MonitorResult } from '../../contracts/health.ts';
+import type { ProxyOutcome, ResolvedProxy } from '../../contracts/proxy.ts';
+import type { ImageWaiter } from '../image-join.ts';
+import { applyResize, recreate } from './health-loop.ts';
+import { nowIso, publishIfChanged, recordError, setState } from './publish.ts';
+import { ProxyFailed } from './state.ts';
+import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
+
+/** The periodic checkpoint: the monitor returns and the run continues as new (a new worker build takes it up). */
+export const CHECKPOINT_MS = 60 * 60 * 1000;
+/** How much longer than one interval the monitor may go without a heartbeat before another worker takes it. */
+export const HEARTBEAT_MARGIN_MS = 5_000;
+/** The least heartbeat timeout. */
+const MIN_HEARTBEAT_TIMEOUT_MS = 10_000;
+
+/** The monitor's heartbeat timeout: one interval plus a margin (a dead worker's loop moves on within it). */
+export function monitorHeartbeatTimeoutMs(h: ResolvedProxy['health']): number {
+  return Math.max(h.intervalMs + HEARTBEAT_MARGIN_MS, MIN_HEARTBEAT_TIMEOUT_MS);
+}
+
+function monitorStub(h: ResolvedProxy['health']) {
+  return proxyActivities<Activities>({
+    heartbeatTimeout: monitorHeartbeatTimeoutMs(h),
+    // Returns at the checkpoint; the margin covers a last slow poll.
+    startToCloseTimeout: CHECKPOINT_MS + 2 * h.intervalMs + 60_000,
+    // A lost worker's attempt is retried on another at once, for as long as the proxy runs.
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds' },
+  });
+}
+
+/** Runs the proxy until it is deleted, cancelled or fails (or continues as new). */
+export async function monitorLoop(run: ProxyRun, images: ImageWaiter, proxy: ResolvedProxy): Promise<void> {
+  let r = proxy;
+  setState(run, 'Running');
+  run.status = { ...run.status, runningSince: run.status.runningSince ?? nowIso() };
+  publishIfChanged(run);
+  const checkpointAtMs = Date.now() + CHECKPOINT_MS;
+  let waitFirst = false;
+  for (;;) {
+    const host = run.status.host!;
+    const got = await watch(run, r, host, checkpointAtMs, waitFirst);
+    waitFirst = true;
+    if (got === 'resize') {
+      r = await applyResize(run, r, host);
+      waitFirst = false;
+      continue;
+    }
+    if (got === 'failed') {
+      await sleep(r.health.intervalMs);
+      continue;
+    }
+    const { state } = got;
+    run.status = state.status;
+    run.missedPolls = state.missedPolls;
+    run.addressedOnce = state.addressedOnce;
+    run.polls = state.polls;
+    if (got.reason === 'VmLost') {
+      await recreate(run, images, r, host, got.vmState ?? 'Missing', nowIso());
+      waitFirst = false;
+      continue;
+    }
+    if (got.reason === 'BootTimeout') {
+      throw new ProxyFailed(CODES.bootTimeout, `no address was read within bootMs (${r.timeouts.bootMs} ms)`);
+    }
+    publishIfChanged(run);
+    if (got.reason === 'Checkpoint' || workflowInfo().continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      // The memo (the client's spec among it) goes along explicitly.
+      await makeContinueAsNewFunc<(input: ProxyWorkflowInput) => Promise<ProxyOutcome>>({
+        memo: workflowInfo().memo,
+      })({ ...run.input, carried: run.carried(r) });
+    }
+  }
+}
+
+/**
+ * One monitor activity, until it returns or a resize is asked for (then it is cancelled);
+ * 'failed' when the activity failed for good (recorded as the last error; the loop tries again).
+ */
+async function watch(
+  run: ProxyRun,
+  r: ResolvedProxy,
+  host: string,
+  checkpointAtMs: number,
+  waitFirst: boolean,
+): Promise<MonitorResult | 'resize' | 'failed'> {
+  const input: MonitorInput & { waitFirst: boolean } = {
+    proxy: r,
+    host,
+    state: {
+      status: run.status,
+      missedPolls: run.missedPolls,
+      addressedOnce: run.addressedOnce,
+      polls: run.polls,
+    },
+    checkpointAtMs,
+    waitFirst,
+  };
+  if (run.startedAtMs !== undefined && !run.addressedOnce) input.bootDeadlineMs = run.startedAtMs + r.timeouts.bootMs;
+  if (run.input.continueAsNewAfterPolls !== undefined) input.checkpointAfterPolls = run.input.continueAsNewAfterPolls;
+  let result: MonitorResult | undefined;
+  let error: Error | undefined;
+  const scope = new CancellationScope();
+  void scope
+    .run(() => monitorStub(r.health).monitorProxy(input))
+    .then(
+      (res) => {
+        result = res;
+      },
+      (err: unknown) => {
+        error = err instanceof Error ? err : new Error(String(err));
+      },
+    );
+  await condition(() => result !== undefined || error !== undefined || run.pendingResize !== undefined);
+  if (result !== undefined) return result;
+  if (error !== undefined) {
+    if (isCancellation(error)) throw error;
+    recordError(run, error);
+    return 'failed';
+  }
+  scope.cancel();
+  return 'resize';
+}
