@@ -6,7 +6,8 @@
  *
  *   node test/replay/record.ts [scenario ...]     default: every scenario
  *
- * Scenarios: create-delete, capacity-wait, failed-create, cancel-mid-upload. Each writes
+ * Scenarios: create-delete, capacity-wait, failed-create, cancel-mid-upload, monitor-create-delete
+ * (the health monitor's loop: recorded after it came, the others before). Each writes
  * `<name>.sdk-<version of @temporalio/workflow>.json`, the history as the Temporal CLI prints it
  * (`temporal workflow show --output json`, the form `historyFromJSON` reads and the Web UI
  * downloads); the workflow ID is in its first event. Runs are kept short (a few polls of Running,
@@ -59,7 +60,13 @@ const OUT_DIR = fileURLToPath(new URL('./', import.meta.url));
 const SDK_VERSION = (createRequire(import.meta.url)('@temporalio/workflow/package.json') as { version: string })
   .version;
 const run = Date.now().toString(36);
-const SCENARIOS = ['create-delete', 'capacity-wait', 'failed-create', 'cancel-mid-upload'] as const;
+const SCENARIOS = [
+  'create-delete',
+  'capacity-wait',
+  'failed-create',
+  'cancel-mid-upload',
+  'monitor-create-delete',
+] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 const log = createLogger({ name: 'record', level: 'warn', stream: 'stderr' });
@@ -287,7 +294,36 @@ function closedLoopbackPort(): Promise<number> {
   });
 }
 
+/**
+ * create → Running under the health monitor (the guest never gets an address: the monitor returns
+ * on AddressAssigned False, the workflow publishes and starts the next monitor) → delete, which
+ * cancels that monitor → Deleted.
+ */
+async function monitorCreateDelete(ctx: Ctx, entry: string): Promise<void> {
+  const host = ctx.hosts[0]!;
+  const url = ctx.mirror.serve(`/${entry}/empty.qcow2`, ctx.image);
+  const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [host], images: { empty: { url } } });
+  const taskQueue = uniqueId('record-mcd');
+  await withWorker(ctx, config, taskQueue, async () => {
+    const handle = await startProxy(ctx, entry, 'p1', taskQueue, 'empty');
+    await waitState(ctx, handle, 'Running', 120_000);
+    await pollUntil(
+      async () => {
+        const st = await handle.query<ProxyStatus>(PROXY_STATUS_QUERY);
+        return st.conditions.AddressAssigned.status === 'False' ? true : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 250, what: 'the monitor to return on the missing address' },
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1_500)); // the next monitor under way
+    await handle.executeUpdate(PROXY_DELETE_UPDATE);
+    const outcome = (await withTimeout(handle.result(), 120_000, 'delete')) as ProxyOutcome;
+    assert.equal(outcome.state, 'Deleted');
+    await save('proxy-monitor-create-delete', handle.workflowId, 'create → Running (monitor) → delete');
+  });
+}
+
 const RUNNERS: Record<Scenario, (ctx: Ctx, entry: string) => Promise<void>> = {
+  'monitor-create-delete': monitorCreateDelete,
   'create-delete': createDelete,
   'capacity-wait': capacityWait,
   'failed-create': failedCreate,
