@@ -21,11 +21,19 @@ import { buildSquidConf } from '../../lib/kvm2/seed/cloud-config.ts';
 import type { CloudInitSpec } from '../../lib/kvm2/seed/cloud-config.ts';
 import { BASIC_AUTH_HELPER, SQUID_ACCESS_LOG, SQUID_USERS_PATH } from '../../lib/kvm2/seed/squid-policy.ts';
 import { DEFAULT_ALLOW_PORTS } from '../../lib/config/index.ts';
+import type { EgressPolicy } from '../../contracts/squid.ts';
 
 const root = process.env.EP_SQUID_ROOT;
 // `openssl passwd -6 -salt abcdefgh secret`: Squid's helper checks it with crypt(3).
 const HASH = '$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG.';
 const BOUND_MS = 20_000;
+/** Enforce, with loopback's 127.0.0.1 opened by allowDestinations. */
+const LOOPBACK_ALLOWED: EgressPolicy = {
+  mode: 'enforce',
+  allowDestinations: ['127.0.0.1/32'],
+  denyDestinations: [],
+  allowPorts: [...DEFAULT_ALLOW_PORTS],
+};
 
 interface Answer {
   status: number;
@@ -234,12 +242,7 @@ describe(
     it('an allowDestinations entry opens exactly that destination', async () => {
       await withSquid(
         {
-          egress: {
-            mode: 'enforce',
-            allowDestinations: ['127.0.0.1/32'],
-            denyDestinations: [],
-            allowPorts: [...DEFAULT_ALLOW_PORTS],
-          },
+          egress: LOOPBACK_ALLOWED,
         },
         async (port, log) => {
           const ok = await viaProxy(port, `http://127.0.0.1:${echoPort}/`);
@@ -287,12 +290,7 @@ describe(
     it('credentials: none or wrong get 407 with Proxy-Authenticate: Basic, right gets 200, never forwarded', async () => {
       await withSquid(
         {
-          egress: {
-            mode: 'enforce',
-            allowDestinations: ['127.0.0.1/32'],
-            denyDestinations: [],
-            allowPorts: [...DEFAULT_ALLOW_PORTS],
-          },
+          egress: LOOPBACK_ALLOWED,
           auth: { realm: 'egress-proxies', users: [{ user: 'alice', hash: HASH }] },
         },
         async (port) => {
