@@ -202,3 +202,30 @@ export class Kvm2HostSetupError extends ProjectError {
   readonly code = 'KVM2_HOST_SETUP';
   readonly kind: ErrorKind = 'Permanent';
 }
+
+/**
+ * A volume under a proxy's name (its overlay or seed) is not provably the one this proxy's
+ * workflow made (no owner record of this run, a backing file other than the entry's verified
+ * base, a standalone or non-qcow2 overlay, a seed that is not raw) and a domain uses it, so it
+ * can be neither booted nor replaced. Permanent, and nothing was deleted; the message names the
+ * volume, why it is not ours, the domains that use it, and the remedy.
+ */
+export class Kvm2DiskNotOwnError extends ProjectError {
+  readonly code = 'KVM2_DISK_NOT_OWN';
+  readonly kind: ErrorKind = 'Permanent';
+  readonly volume: string;
+  constructor(volume: string, message: string, options?: ProjectErrorOptions) {
+    super(message, options);
+    this.volume = volume;
+  }
+}
+
+/**
+ * The base a proxy's overlay is to be backed by is not a verified base of its provider entry in
+ * the pool (no volume of that path, or no valid marker of this entry beside it; H4). Permanent:
+ * the base must be ensured again (the ensure-image workflow writes the marker after verifying).
+ */
+export class Kvm2BaseUnverifiedError extends ProjectError {
+  readonly code = 'KVM2_BASE_UNVERIFIED';
+  readonly kind: ErrorKind = 'Permanent';
+}

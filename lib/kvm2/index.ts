@@ -25,3 +25,8 @@ export * from './errors.ts';
 export { resizeProxy } from './proxy/resize.ts';
 export type { ResizeProxyInput, ResizedProxy } from './proxy/resize.ts';
 export { readConsoleTail, CONSOLE_TAIL_MAX_BYTES } from './proxy/console.ts';
+export { removeProxyLogs, proxyLogPaths } from './proxy/console.ts';
+export type { RemovedLogs } from './proxy/console.ts';
+export { deleteOrphanVolumes, listOrphanVolumes } from './proxy/orphan-volumes.ts';
+export type { OrphanVolumes } from './proxy/orphan-volumes.ts';
+export { parseProxyVolumeName } from './proxy/object-names.ts';

@@ -10,10 +10,8 @@ import { execFile } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import { readFile } from 'node:fs/promises';
 import { errorKind } from '../../lib/errors.ts';
 import { AddressSource } from '../../lib/libvirt/constants.ts';
 import { readAddress } from '../../lib/kvm2/proxy/addresses.ts';
@@ -32,6 +30,8 @@ import { proxyObjectNames } from '../../lib/kvm2/proxy/object-names.ts';
 import { CONSOLE_TAIL_MAX_BYTES, readConsoleTail } from '../../lib/kvm2/proxy/console.ts';
 import { HostLinks } from '../../lib/hostlink/pool.ts';
 import { hostTarget, inHost, loadTestHosts } from '../support/testhosts.ts';
+import { plantVerifiedBase, removeVerifiedBase } from '../support/verified-base.ts';
+import type { VerifiedBase } from '../support/verified-base.ts';
 import type { TestHost } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -44,6 +44,7 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
   let links: HostLinks;
   let tmp: string;
   let basePath: string;
+  let base: VerifiedBase | undefined;
   const baseName = `base-${entry}-empty.qcow2`;
 
   const input = (name: string, over: Partial<CreateProxyInput> = {}): CreateProxyInput => ({
@@ -69,20 +70,8 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     host = loadTestHosts()[0]!;
     links = new HostLinks(hostTarget(host));
     tmp = await mkdtemp(join(tmpdir(), 'ep-kvm2-'));
-    const file = join(tmp, 'empty.qcow2');
-    await pexec('qemu-img', ['create', '-q', '-f', 'qcow2', file, '64M'], { timeout: 20_000 });
-    const bytes = await readFile(file);
-    basePath = await links.call(async (c, call) => {
-      const pool = await c.storagePoolLookupByName(host.pool, call);
-      const vol = await c.storageVolCreateXml(
-        pool,
-        `<volume><name>${baseName}</name><capacity unit='bytes'>${bytes.length}</capacity><target><format type='raw'/></target></volume>`,
-        0,
-        call,
-      );
-      await c.storageVolUpload(vol, Readable.from([bytes]));
-      return c.storageVolGetPath(vol, call);
-    });
+    base = await plantVerifiedBase(links, host.pool, entry);
+    basePath = base.path;
   });
 
   after(async () => {
@@ -92,12 +81,7 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
       '-c',
       `for d in $(virsh -q list --all --name | grep '^ep_${entry}_'); do virsh -q destroy $d; virsh -q undefine $d; done; true`,
     ]).catch(() => {});
-    await links
-      .call(async (c, call) => {
-        const pool = await c.storagePoolLookupByName(host.pool, call);
-        await c.storageVolDelete(await c.storageVolLookupByName(pool, baseName, call), 0, call);
-      })
-      .catch(() => {});
+    if (base) await removeVerifiedBase(links, host.pool, base);
     links.close();
     await rm(tmp, { recursive: true, force: true });
   });
@@ -213,12 +197,24 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
   });
 
   it('delete twice is fine, and the base survives', async () => {
-    assert.deepEqual(await deleteProxy({ ...input('beta'), shutdownGraceMs: 1000 }), {
-      domain: 'deleted',
-      overlay: 'deleted',
-      seed: 'deleted',
+    const first = await deleteProxy({ ...input('beta'), shutdownGraceMs: 1000 });
+    assert.deepEqual(
+      { ...first, logs: undefined },
+      {
+        domain: 'deleted',
+        overlay: 'deleted',
+        seed: 'deleted',
+        ownerRecord: 'deleted',
+        logs: undefined,
+      },
+    );
+    assert.deepEqual(await deleteProxy(input('beta')), {
+      domain: 'absent',
+      overlay: 'absent',
+      seed: 'absent',
+      ownerRecord: 'absent',
+      logs: 'absent',
     });
-    assert.deepEqual(await deleteProxy(input('beta')), { domain: 'absent', overlay: 'absent', seed: 'absent' });
     const vols = await links.call(async (c, call) =>
       (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, call), call)).map((v) => v.name),
     );

@@ -84,7 +84,7 @@ export function parseMarker(text: string, format: ImageFormat, volumeName = 'thi
  * `/[\0\s]+$/`: that regex is quadratic on a run of spaces followed by another character (64 KiB
  * of them took over a second), and the volume's content is the host's to write.
  */
-function withoutTrailingPadding(text: string): string {
+export function withoutTrailingPadding(text: string): string {
   let end = text.length;
   while (end > 0 && TRAILING_PADDING_RE.test(text[end - 1]!)) end--;
   return text.slice(0, end);

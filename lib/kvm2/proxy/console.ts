@@ -2,7 +2,8 @@
  * The last lines of a proxy VM's serial console log on its host (written by virtlogd to the file
  * the domain XML names), for the reason of a failed boot. libvirt has no call that reads a log
  * file, so this runs `tail` over the host's SSH session: bounded in bytes read and in time, and
- * the bytes (guest-controlled) are decoded leniently and stripped of control characters.
+ * the bytes (guest-controlled) are decoded leniently and stripped of control characters. And the
+ * removal of a deleted proxy's log files, the same way.
  */
 import type { SshSession } from '../../ssh/session.ts';
 import { proxyObjectNames } from './object-names.ts';
@@ -37,4 +38,50 @@ export async function readConsoleTail(
     .join('');
   const lines = text.split('\n').filter((l) => l.trim() !== '');
   return lines.slice(-(options.lines ?? 20));
+}
+
+/** Rotated copies of a log that virtlogd keeps beside it (`<log>.0` …), removed with it. */
+export const LOG_BACKUPS_REMOVED = 10;
+
+/** What {@link removeProxyLogs} did. */
+export interface RemovedLogs {
+  /** Paths removed (absent ones are not listed). */
+  removed: string[];
+  /** Some file could not be removed (the shell's exit status was not 0). */
+  failed: boolean;
+}
+
+/**
+ * Removes the proxy's console and QEMU logs on its host and their rotated copies, over the host's
+ * SSH session: one bounded command, explicit paths built from identifiers (no glob, no variable
+ * from outside), `rm -f` of the names themselves (a symlink is removed, never followed). Never a
+ * path outside `/var/log/libvirt/qemu/ep_<entry>_<name>.{console.log,log}[.N]`.
+ */
+export async function removeProxyLogs(
+  session: SshSession,
+  id: ProxyIdentity,
+  options: { timeoutMs?: number; signal?: AbortSignal } = {},
+): Promise<RemovedLogs> {
+  const paths = proxyLogPaths(id);
+  const list = paths.map((p) => `'${p}'`).join(' '); // built from identifiers: no quote inside
+  const script = `rc=0; for f in ${list}; do if [ -e "$f" ] || [ -L "$f" ]; then rm -f -- "$f" && printf '%s\\n' "$f" || rc=1; fi; done; exit $rc`;
+  const { stdout, code } = await session.exec(script, {
+    timeoutMs: options.timeoutMs ?? 10_000,
+    maxBytes: 16 * 1024,
+    signal: options.signal,
+  });
+  const removed = stdout
+    .toString('utf8')
+    .split('\n')
+    .filter((l) => paths.includes(l));
+  return { removed, failed: code !== 0 };
+}
+
+/** Every log file of the proxy on its host, rotated copies included. */
+export function proxyLogPaths(id: ProxyIdentity): string[] {
+  const names = proxyObjectNames(id);
+  return [names.consoleLogPath, names.qemuLogPath].flatMap((p) => [
+    p,
+    ...Array.from({ length: LOG_BACKUPS_REMOVED }, (_, i) => `${p}.${i}`),
+  ]);
 }

@@ -1,7 +1,9 @@
 /**
- * Creating a proxy VM: pool-space precheck, qcow2 overlay on the base, cloud-init seed volume,
- * domain definition with the owner mark, start. Every step looks before it acts, so re-running
- * after any partial failure converges on one domain and one set of volumes, never duplicates.
+ * Creating a proxy VM: the base's marker checked, debris under the proxy's volume names replaced
+ * or refused (provenance.ts), pool-space precheck, qcow2 overlay on the base, cloud-init seed
+ * volume, the owner record, domain definition with the owner mark, start. Every step looks before
+ * it acts, so re-running after any partial failure converges on one domain and one set of
+ * volumes, never duplicates, and never boots a disk this proxy's workflow did not make.
  */
 import { Readable } from 'node:stream';
 import { ErrorNumber } from '../../libvirt/constants.ts';
@@ -11,7 +13,8 @@ import { buildCloudInitSeed } from '../seed/cloud-config.ts';
 import { buildDomainXml } from './domain-xml.ts';
 import { buildVolumeXml } from '../volume-xml.ts';
 import { InsufficientCapacity, Kvm2HostSetupError } from '../errors.ts';
-import { lookupDomain, lookupVol, rpcOn } from '../rpc.ts';
+import { lookupDomain, rpcOn } from '../rpc.ts';
+import { ownDisks, verifyBase, writeOwnerRecord } from './provenance.ts';
 import { assertOwned, readOwnerMark } from './adoption-guard.ts';
 import { proxyObjectNames } from './object-names.ts';
 import type { ProxyIdentity } from './object-names.ts';
@@ -50,6 +53,8 @@ export interface CreatedProxy {
   /** What this run did (false: the object was already there). */
   defined: boolean;
   started: boolean;
+  /** Debris found under the proxy's volume names and replaced (`volume: why`); absent when none. */
+  replaced?: string[];
 }
 
 /** Creates (or converges) the proxy's VM and starts it. */
@@ -67,14 +72,31 @@ export async function createProxy(input: CreateProxyInput): Promise<CreatedProxy
 
   // An existing domain of this name must be ours before anything else is touched.
   const existing = await lookupDomain(rpc, names.domain);
-  if (existing)
-    assertOwned(names.domain, await rpc((c, call) => readOwnerMark(c, existing, call)), input.ownerUid, input.entry);
+  const existingMark = existing
+    ? assertOwned(names.domain, await rpc((c, call) => readOwnerMark(c, existing, call)), input.ownerUid, input.entry)
+    : undefined;
 
   const pool = await rpc((c, call) => c.storagePoolLookupByName(input.pool, call)).catch((err: unknown) => {
     throw hostLacks(err, input.links, 'storage pool', input.pool, 'storagePool');
   });
-  let overlay = await lookupVol(rpc, pool, names.overlayVolume);
-  let seedVol = await lookupVol(rpc, pool, names.seedVolume);
+  // Only an overlay and seed provably made by this run are reused; debris is replaced or refused.
+  await verifyBase(rpc, pool, input.entry, input.base);
+  const disks = await ownDisks(
+    rpc,
+    pool,
+    names,
+    {
+      ownerUid: input.ownerUid,
+      entry: input.entry,
+      name: input.name,
+      createdAt: input.createdAt,
+      basePath: input.base.path,
+      baseFormat: input.base.format,
+    },
+    existingMark?.createdAt === input.createdAt,
+  );
+  let overlay = disks.overlay;
+  let seedVol = disks.seed;
   if (!overlay || !seedVol) {
     const info = await rpc((c, call) => c.storagePoolGetInfo(pool, call));
     const needed = (seedVol ? 0 : seed.length) + (overlay ? 0 : 4 * 1024 * 1024) + (input.reserveBytes ?? GiB);
@@ -102,6 +124,18 @@ export async function createProxy(input: CreateProxyInput): Promise<CreatedProxy
       call,
     ),
   );
+  // The record comes after the volumes it vouches for: a crash before it leaves debris, never a
+  // record of volumes this run did not make.
+  if (!disks.recorded) {
+    await writeOwnerRecord(rpc, pool, names.ownerRecordVolume, {
+      v: 1,
+      ownerUid: input.ownerUid,
+      entry: input.entry,
+      name: input.name,
+      createdAt: input.createdAt,
+      basePath: input.base.path,
+    });
+  }
   // The seed is small and fully determined by the input: upload it every time, so a seed left
   // half-written by an earlier attempt is repaired.
   await rpc((c, call) =>
@@ -148,7 +182,17 @@ export async function createProxy(input: CreateProxyInput): Promise<CreatedProxy
       }
     }
   }
-  return { domain: names.domain, uuid: names.uuid, mac: names.mac, overlayPath, seedPath, defined, started };
+  const out: CreatedProxy = {
+    domain: names.domain,
+    uuid: names.uuid,
+    mac: names.mac,
+    overlayPath,
+    seedPath,
+    defined,
+    started,
+  };
+  if (disks.replaced.length > 0) out.replaced = disks.replaced;
+  return out;
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * Deleting a proxy: optional graceful shutdown within a bound, destroy, undefine with the flags
- * the host's libvirt supports, then the overlay and seed volumes. NotFound at any step counts as
- * done; the base image is never touched. A domain without our mark, or another owner's, is
+ * the host's libvirt supports, then the overlay, seed and owner record volumes, then the console
+ * and QEMU log files (over SSH). NotFound at any step counts as done; the base image is never touched. A domain without our mark, or another owner's, is
  * refused (adoption guard) and nothing is deleted.
  */
 import { DomainState, ErrorNumber, UndefineFlags } from '../../libvirt/constants.ts';
@@ -9,7 +9,10 @@ import type { LibvirtClient } from '../../libvirt/client.ts';
 import { isNotFound, LibvirtError, unlessNotFound } from '../../libvirt/errors.ts';
 import type { Domain } from '../../libvirt/protocol.ts';
 import type { HostLinks } from '../../hostlink/pool.ts';
-import { lookupDomain, rpcOn } from '../rpc.ts';
+import type { Link } from '../../hostlink/pool.ts';
+import type { SshSession } from '../../ssh/session.ts';
+import { DEFAULT_RPC_TIMEOUT_MS, lookupDomain, rpcOn } from '../rpc.ts';
+import { removeProxyLogs } from './console.ts';
 import type { Rpc } from '../rpc.ts';
 import { assertOwned, readOwnerMark } from './adoption-guard.ts';
 import { proxyObjectNames } from './object-names.ts';
@@ -24,6 +27,11 @@ export interface DeleteProxyInput extends ProxyIdentity {
   rpcTimeoutMs?: number;
   /** Ends the operation: the call in flight is aborted (its link killed) and the rest not made. */
   signal?: AbortSignal;
+  /**
+   * The host's SSH session to remove the proxy's log files over (console.ts). Unset: a dedicated
+   * link is dialed for it and closed after. `false`: the logs are left.
+   */
+  logSession?: SshSession | false;
 }
 
 export type Outcome = 'deleted' | 'absent';
@@ -32,6 +40,10 @@ export interface DeletedProxy {
   domain: Outcome;
   overlay: Outcome;
   seed: Outcome;
+  /** The owner record volume (provenance.ts); absent in results recorded before it existed. */
+  ownerRecord?: Outcome;
+  /** The console and QEMU log files: `failed` when they could not be removed (the delete still succeeds). */
+  logs?: Outcome | 'failed';
 }
 
 /** The domain is not running (OPERATION_INVALID) or no longer exists: nothing to stop. */
@@ -86,7 +98,29 @@ export async function deleteProxy(input: DeleteProxyInput): Promise<DeletedProxy
       rpc(async (c, call) => c.storageVolDelete(await c.storageVolLookupByName(p, name, call), 0, call)),
     );
   };
-  return { domain: domainOutcome, overlay: await volume(names.overlayVolume), seed: await volume(names.seedVolume) };
+  const overlay = await volume(names.overlayVolume);
+  const seed = await volume(names.seedVolume);
+  const ownerRecord = await volume(names.ownerRecordVolume);
+  const logs = input.logSession === false ? undefined : await removeLogs(input);
+  return { domain: domainOutcome, overlay, seed, ownerRecord, ...(logs ? { logs } : {}) };
+}
+
+/** Removes the proxy's log files over SSH; a failure is reported, not thrown (the VM is gone). */
+async function removeLogs(input: DeleteProxyInput): Promise<Outcome | 'failed'> {
+  const id = { ownerUid: input.ownerUid, entry: input.entry, name: input.name };
+  const options = { timeoutMs: input.rpcTimeoutMs ?? DEFAULT_RPC_TIMEOUT_MS, signal: input.signal };
+  let link: Link | undefined;
+  try {
+    const session =
+      (input.logSession || undefined) ?? (link = await input.links.dedicated('bulk', input.signal)).session;
+    const { removed, failed } = await removeProxyLogs(session, id, options);
+    return failed ? 'failed' : removed.length > 0 ? 'deleted' : 'absent';
+  } catch (err) {
+    if (input.signal?.aborted === true) throw err;
+    return 'failed';
+  } finally {
+    await link?.close().catch(() => {});
+  }
 }
 
 /** Destroys (powers off) the domain; one not running, or already gone, is left as it is. */

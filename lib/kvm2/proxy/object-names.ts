@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { checkIdentifier } from '../identifier.ts';
+import { isIdentifier } from '../../rules.ts';
 
 export interface ProxyIdentity {
   /** Owner UID of this installation (the adoption guard's key). */
@@ -19,10 +20,48 @@ export interface ProxyObjectNames {
   domain: string;
   overlayVolume: string;
   seedVolume: string;
+  /**
+   * The owner record: a small raw volume of JSON, written by the create after it made the overlay
+   * and seed, naming this installation, entry, proxy and the workflow's `createdAt`
+   * (lib/kvm2/proxy/provenance.ts). An overlay or seed without it is debris.
+   */
+  ownerRecordVolume: string;
   uuid: string;
   mac: string;
   /** Serial console log on the host. */
   consoleLogPath: string;
+  /** QEMU's own log of the domain (libvirt writes it through virtlogd). */
+  qemuLogPath: string;
+}
+
+/** Where libvirt's QEMU driver and virtlogd keep the logs of domains. */
+export const QEMU_LOG_DIR = '/var/log/libvirt/qemu';
+
+/** Which of a proxy's volumes a name is. */
+export type ProxyVolumeKind = 'overlay' | 'seed' | 'ownerRecord';
+
+const VOLUME_SUFFIXES: readonly [string, ProxyVolumeKind][] = [
+  ['.qcow2', 'overlay'],
+  ['.seed.iso', 'seed'],
+  ['.owner', 'ownerRecord'],
+];
+
+/**
+ * The proxy and kind of a per-proxy volume of `entry` (`ep_<entry>_<name>.qcow2`, `.seed.iso`,
+ * `.owner`), or undefined for any other name (bases, other entries' volumes, anything else).
+ */
+export function parseProxyVolumeName(
+  entry: string,
+  volume: string,
+): { name: string; kind: ProxyVolumeKind } | undefined {
+  const prefix = `ep_${checkIdentifier('entry', entry)}_`;
+  if (!volume.startsWith(prefix)) return undefined;
+  for (const [suffix, kind] of VOLUME_SUFFIXES) {
+    if (!volume.endsWith(suffix)) continue;
+    const name = volume.slice(prefix.length, volume.length - suffix.length);
+    if (isIdentifier(name)) return { name, kind };
+  }
+  return undefined;
 }
 
 export function proxyObjectNames(id: ProxyIdentity): ProxyObjectNames {
@@ -43,6 +82,8 @@ export function proxyObjectNames(id: ProxyIdentity): ProxyObjectNames {
     seedVolume: `${base}.seed.iso`,
     uuid,
     mac,
-    consoleLogPath: `/var/log/libvirt/qemu/${base}.console.log`,
+    ownerRecordVolume: `${base}.owner`,
+    consoleLogPath: `${QEMU_LOG_DIR}/${base}.console.log`,
+    qemuLogPath: `${QEMU_LOG_DIR}/${base}.log`,
   };
 }
