@@ -1,8 +1,10 @@
 // Activities of the fleet-wide workflows: listing our marked domains on a host, asking Temporal
-// whether a proxy's workflow is open, and deleting an orphan (behind the adoption guard).
+// whether a proxy's workflow is open, deleting an orphan (behind the adoption guard), and listing
+// and deleting per-proxy volumes left without a domain (only those with our owner record).
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
-import { deleteProxy, listProxies } from '../lib/kvm2/index.ts';
+import { deleteOrphanVolumes, deleteProxy, listOrphanVolumes, listProxies } from '../lib/kvm2/index.ts';
+import type { OrphanVolumeSet } from '../contracts/fleet.ts';
 import type { DeletedProxy, ListedProxy } from '../lib/kvm2/index.ts';
 import { describeProxy } from '../client/proxies.ts';
 import { mapped } from './errors.ts';
@@ -48,6 +50,41 @@ export function createFleetActivities(registry: HostRegistry, client: Client) {
           rpcTimeoutMs: entry.timeouts.rpcMs,
           signal: Context.current().cancellationSignal,
         });
+      });
+    },
+
+    /** Per-proxy volumes of `entry` on the host with our owner record and no domain of their name. */
+    async listOrphanVolumes(input: { entry: string; host: string }): Promise<OrphanVolumeSet[]> {
+      return mapped(async () => {
+        const { entry, links } = registry.host(input.entry, input.host);
+        return listOrphanVolumes(
+          links,
+          { entry: input.entry, ownerUid: registry.ownerUid, pool: entry.storagePool },
+          { timeoutMs: entry.timeouts.rpcMs, signal: Context.current().cancellationSignal },
+        );
+      });
+    },
+
+    /** Deletes one proxy's orphaned volumes when they are still ours, of run `createdAt`, and unused. */
+    async deleteOrphanVolumes(input: {
+      entry: string;
+      host: string;
+      name: string;
+      createdAt: string;
+    }): Promise<string[]> {
+      return mapped(async () => {
+        const { entry, links } = registry.host(input.entry, input.host);
+        return deleteOrphanVolumes(
+          links,
+          {
+            entry: input.entry,
+            ownerUid: registry.ownerUid,
+            pool: entry.storagePool,
+            name: input.name,
+            createdAt: input.createdAt,
+          },
+          { timeoutMs: entry.timeouts.rpcMs, signal: Context.current().cancellationSignal },
+        );
       });
     },
   };

@@ -41,7 +41,20 @@ export interface GcHostResult {
   deleted: string[];
   /** Domains the adoption guard refused (should not happen: listing filters by mark). */
   refused: string[];
+  /**
+   * Per-proxy volumes without a domain (overlay, seed, owner record), by proxy: kept (young, or
+   * the proxy's workflow is open) and deleted. Absent in runs before the GC collected volumes.
+   */
+  volumes?: { kept: string[]; deleted: string[] };
   error?: string;
+}
+
+/** One proxy's volumes left without a domain, carrying our owner record (the GC's listing). */
+export interface OrphanVolumeSet {
+  name: string;
+  /** The owner record's `createdAt` (RFC 3339). */
+  createdAt: string;
+  volumes: string[];
 }
 
 export interface GcResult {

@@ -1,7 +1,8 @@
 // The fleet-wide workflows, each run by a Temporal Schedule the worker keeps in place: orphan GC
-// (our marked domains whose proxy has no open workflow and that are older than the minimum age)
+// (our marked domains whose proxy has no open workflow and that are older than the minimum age,
+// then per-proxy volumes without a domain that carry our owner record, by the same rules)
 // and provider health (every host's survey, which operators and placement read).
-import { setHandler } from '@temporalio/workflow';
+import { patched, setHandler } from '@temporalio/workflow';
 import { CODES } from '../contracts/errors.ts';
 import type { GcHostResult, GcResult, ProviderHealthResult } from '../contracts/fleet.ts';
 import { gcResultQuery, healthResultQuery } from '../contracts/messages.ts';
@@ -35,12 +36,36 @@ export async function orphanGcWorkflow(input: { minAgeMs: number }): Promise<GcR
           else throw err;
         }
       }
+      // Runs recorded before the GC collected volumes did not list them.
+      if (patched('gc-proxy-volumes')) r.volumes = await collectVolumes(entry, host, input.minAgeMs);
     } catch (err) {
       const f = failureInfo(err);
       r.error = `${f.code}: ${f.message}`;
     }
   }
   return result;
+}
+
+/**
+ * Deletes per-proxy volumes left without a domain that carry our owner record, once the record's
+ * run is older than `minAgeMs` and the proxy's workflow is not open (the activity checks again).
+ */
+async function collectVolumes(
+  entry: string,
+  host: string,
+  minAgeMs: number,
+): Promise<{ kept: string[]; deleted: string[] }> {
+  const out = { kept: [] as string[], deleted: [] as string[] };
+  for (const v of await rpc.listOrphanVolumes({ entry, host })) {
+    const age = Date.now() - Date.parse(v.createdAt);
+    if (!(age >= minAgeMs) || (await quick.proxyWorkflowOpen({ entry, name: v.name }))) {
+      out.kept.push(v.name);
+      continue;
+    }
+    const deleted = await rpc.deleteOrphanVolumes({ entry, host, name: v.name, createdAt: v.createdAt });
+    (deleted.length > 0 ? out.deleted : out.kept).push(v.name);
+  }
+  return out;
 }
 
 /** Surveys every host of every entry: Ready n/m, reachability, latency, versions, pool space. */
