@@ -222,3 +222,14 @@ ep_cluster_deps() {
   printf '%s\n' "$want" >"$stamp"
   printf '%s\n' "$bin"
 }
+
+# Closes every descriptor above stderr of the calling (sub)shell: a daemon the project's scripts
+# start (the dev server, the cluster's server and PostgreSQL) must not inherit a lock its caller
+# holds (`flock LOCK cmd` passes its descriptor down; a server holding it keeps the lock for life).
+ep_close_fds() {
+  local fd
+  for fd in /proc/"$BASHPID"/fd/*; do
+    fd="${fd##*/}"
+    if [[ "$fd" =~ ^[0-9]+$ ]] && [ "$fd" -gt 2 ]; then eval "exec $fd>&-" 2>/dev/null || true; fi
+  done
+}
