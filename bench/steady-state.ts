@@ -21,7 +21,14 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
-import { bundleWorkflowCode, makeTelemetryFilterString, NativeConnection, Runtime, Worker } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  makeTelemetryFilterString,
+  NativeConnection,
+  Runtime,
+  Worker,
+} from '@temporalio/worker';
 import { ensureSearchAttributes } from '../client/search-attributes.ts';
 import { proxyStatusQuery } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
@@ -50,6 +57,7 @@ const ENTRY = 'bench';
 const TQ = 'steady-state';
 const ROOT = new URL('..', import.meta.url).pathname;
 const TICK = 100; // USER_HZ
+const QUIET = new DefaultLogger('ERROR');
 
 function cpuSeconds(pid: number): number {
   const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
@@ -217,14 +225,7 @@ async function main(): Promise<void> {
   );
   Runtime.install({
     telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' }) } },
-    logger: {
-      log: () => undefined,
-      trace: () => undefined,
-      debug: () => undefined,
-      info: () => undefined,
-      warn: () => undefined,
-      error: () => undefined,
-    },
+    logger: QUIET,
   });
   const server = await startServer();
   try {
@@ -233,14 +234,7 @@ async function main(): Promise<void> {
     const client = new Client({ connection, namespace: 'default' });
     const bundle = await bundleWorkflowCode({
       workflowsPath: join(ROOT, 'workflows/index.ts'),
-      logger: {
-        log: () => undefined,
-        trace: () => undefined,
-        debug: () => undefined,
-        info: () => undefined,
-        warn: () => undefined,
-        error: () => undefined,
-      },
+      logger: QUIET,
     });
     const worker = await Worker.create({
       connection: await NativeConnection.connect({ address: `127.0.0.1:${PORT}` }),
