@@ -2,7 +2,7 @@
 // waiters hear of upload progress and of the ready base. Typed by the workflow function and the define* objects of
 // contracts/messages.ts.
 import type { Client } from '@temporalio/client';
-import { IMAGE_WORKFLOW_TYPE } from '../contracts/image.ts';
+import { IMAGE_JOIN_SIGNAL, IMAGE_LEAVE_SIGNAL, IMAGE_WORKFLOW_TYPE } from '../contracts/image.ts';
 import type { ImageJoin, ImageProgressSignal, ImageResult, ImageWorkflowInput } from '../contracts/image.ts';
 import { imageJoinSignal, imageProgressSignal, imageReadySignal, imageStatusQuery } from '../contracts/messages.ts';
 import type { ensureImageWorkflow } from '../workflows/index.ts';
@@ -73,18 +73,47 @@ export async function tellImageReady(
   );
 }
 
-/** The waiters of `imageWorkflowId` (its status query), each given `send` at once; those it reached. */
+/**
+ * The waiters of the running `imageWorkflowId`: its `join` signals less its `leave` signals, read
+ * from its history, which the server answers without a worker (a saturated worker answers the
+ * status query late: 10 s and more were seen with 100 proxies on 2 busy cores); the status query
+ * when the history cannot be read. A signal that arrived during a workflow task shows once that task
+ * completes: a waiter missed here is signalled by the workflow (not in `toldWaiters`), one that
+ * just left may get a ready signal it no longer needs.
+ */
+export async function imageWaiters(client: Client, imageWorkflowId: string, callTimeoutMs: number): Promise<string[]> {
+  const handle = client.workflow.getHandle(imageWorkflowId);
+  try {
+    const history = await withDeadline(client, 'the image history', callTimeoutMs, () => handle.fetchHistory());
+    const waiters = new Set<string>();
+    for (const e of history.events ?? []) {
+      const a = e.workflowExecutionSignaledEventAttributes;
+      if (a?.signalName !== IMAGE_JOIN_SIGNAL && a?.signalName !== IMAGE_LEAVE_SIGNAL) continue;
+      const data = a.input?.payloads?.[0]?.data;
+      const { waiter } = JSON.parse(Buffer.from(data ?? []).toString('utf8')) as Partial<ImageJoin>;
+      if (typeof waiter !== 'string') throw new Error(`a ${a.signalName} signal without a waiter`);
+      if (a.signalName === IMAGE_JOIN_SIGNAL) waiters.add(waiter);
+      else waiters.delete(waiter);
+    }
+    return [...waiters];
+  } catch {
+    const status = await withDeadline(client, 'the image status query', callTimeoutMs, () =>
+      handle.query(imageStatusQuery),
+    );
+    return status.waiters;
+  }
+}
+
+/** The waiters of `imageWorkflowId`, each given `send` at once; those it reached. */
 async function signalWaiters(
   client: Client,
   imageWorkflowId: string,
   callTimeoutMs: number,
   send: (waiter: string) => Promise<void>,
 ): Promise<string[]> {
-  const status = await withDeadline(client, 'the image status query', callTimeoutMs, () =>
-    client.workflow.getHandle(imageWorkflowId).query(imageStatusQuery),
-  );
+  const waiters = await imageWaiters(client, imageWorkflowId, callTimeoutMs);
   const reached = await Promise.all(
-    status.waiters.map((w) =>
+    waiters.map((w) =>
       withDeadline(client, 'a signal to an image waiter', callTimeoutMs, () => send(w)).then(
         () => w,
         () => undefined, // ended meanwhile, or unreachable: the workflow's own signal covers it

@@ -10,7 +10,14 @@ import type { WorkflowHandle } from '@temporalio/client';
 import { imageWorkflowId } from '../../contracts/image.ts';
 import type { EnsuredBaseTold, ImageProgressSignal } from '../../contracts/image.ts';
 import { PROXY_WORKFLOW_TYPE } from '../../contracts/proxy.ts';
-import { imageProgressSignal, imageReadySignal, imageStatusQuery } from '../../contracts/messages.ts';
+import {
+  imageJoinSignal,
+  imageLeaveSignal,
+  imageProgressSignal,
+  imageReadySignal,
+  imageStatusQuery,
+} from '../../contracts/messages.ts';
+import { imageWaiters } from '../../client/images.ts';
 import {
   BASE,
   ENTRY,
@@ -107,6 +114,31 @@ describe('ensure-image workflow: progress and the ready broadcast', () => {
       await statusWhen(other, (s) => s.state === 'Running', 'the second proxy Running');
       await image.result();
       assert.equal(await signalsSent(image), 1, 'the workflow signalled only the waiter the activity had not told');
+    });
+  });
+
+  it('the waiters are read from the history (joins less leaves), as the ready broadcast reads them', opts, async () => {
+    const f = new Fakes(e);
+    const gate = new Gate();
+    f.ensureBase = async () => {
+      await held(gate);
+      return BASE;
+    };
+    await withProxy(e, f, async ({ handle, name, imageKey }) => {
+      const id = imageWorkflowId('h2', ENTRY, imageKey);
+      await statusWhen(handle, (s) => s.state === 'Provisioning' && f.count('ensureBaseImage') === 1, 'uploading');
+      assert.deepEqual(await imageWaiters(e.env.client, id, 5_000), [proxyId(name)]);
+      await e.env.client.workflow.getHandle(id).signal(imageJoinSignal, { waiter: 'proxy/e1/other' });
+      await e.env.client.workflow.getHandle(id).signal(imageLeaveSignal, { waiter: proxyId(name) });
+      // Signals that arrive during a workflow task enter the history when it completes: bounded wait.
+      await pollUntil(
+        async () => {
+          const w = await imageWaiters(e.env.client, id, 5_000);
+          return w.length === 1 && w[0] === 'proxy/e1/other' ? true : undefined;
+        },
+        { timeoutMs: 15_000, intervalMs: 50, what: 'the join and the leave in the history' },
+      );
+      gate.open();
     });
   });
 });
