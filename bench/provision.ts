@@ -5,13 +5,18 @@
 // timers), libvirt RPCs per proxy, worker and Temporal server peak RSS; then deletes them all and
 // times that too.
 //
-//   node bench/provision.ts [--n 10] [--n 50] [--n 100] [--hosts 2]
+//   node bench/provision.ts [--n 10] [--n 50] [--n 100] [--hosts 2] [--runs 3] [--virsh]
+//
+// --runs R repeats the whole set R times (alternating the Ns) and prints medians; --virsh runs
+// bench/provision-virsh.sh beside each run (the raw floor: virsh over qemu+ssh://, one proxy at
+// a time and ten scripts in parallel). Each run prints the load average before and after.
 //
 // Needs (as root): scripts/temporal up, test/hosts/testhost up 2. Leaves nothing behind.
+import { execFile } from 'node:child_process';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
+import { parseArgs, promisify } from 'node:util';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { imageWorkflowId } from '../contracts/image.ts';
 import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
@@ -23,12 +28,16 @@ import { connectClient, pollUntil, PROJECT_ROOT, uniqueId } from '../test/suppor
 import { loadTestHosts } from '../test/support/testhosts.ts';
 import { median, percentile as pct } from './lib/stats.ts';
 
+const pexec = promisify(execFile);
 const { values } = parseArgs({
   options: {
     n: { type: 'string', multiple: true, default: ['10'] },
     hosts: { type: 'string', default: '2' },
+    runs: { type: 'string', default: '1' },
+    virsh: { type: 'boolean', default: false },
   },
 });
+const loadavg = async (): Promise<string> => (await readFile('/proc/loadavg', 'utf8')).split(' ').slice(0, 3).join(' ');
 
 /** RSS of a process from /proc, in MiB (current and peak). */
 async function rss(pid: number): Promise<{ now: number; peak: number }> {
@@ -80,7 +89,22 @@ async function whereTimeGoes(client: Client, workflowId: string, untilMs = Infin
     }
   }
   const spanMs = Math.min(untilMs, ms(history.events?.at(-1)?.eventTime)) - first;
-  return { activities: out, timersMs, imageWaitMs, spanMs, events: history.events?.length ?? 0 };
+  const readyAt = history.events?.find((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'imageReady');
+  return {
+    activities: out,
+    timersMs,
+    imageWaitMs,
+    spanMs,
+    events: history.events?.length ?? 0,
+    readyAtMs: readyAt ? ms(readyAt.eventTime) : undefined,
+  };
+}
+
+/** When each host's ensure-image run recorded its upload activity's completion (server time, ms). */
+async function baseReadyAt(client: Client, workflowId: string): Promise<number | undefined> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const done = history.events?.find((e) => e.activityTaskCompletedEventAttributes);
+  return done ? ms(done.eventTime) : undefined;
 }
 
 async function temporalServerPid(): Promise<number | undefined> {
@@ -91,7 +115,23 @@ async function temporalServerPid(): Promise<number | undefined> {
   }
 }
 
-async function runOnce(client: Client, mirror: ImageMirror, image: Buffer, tmp: string, n: number): Promise<void> {
+interface RunFigures {
+  n: number;
+  allRunningMs: number;
+  perProxyMedianMs: number;
+  controlPlaneMs: number;
+  readyLagMaxMs: number;
+  load: string;
+}
+
+async function runOnce(
+  client: Client,
+  mirror: ImageMirror,
+  image: Buffer,
+  tmp: string,
+  n: number,
+): Promise<RunFigures> {
+  const loadBefore = await loadavg();
   const run = Date.now().toString(36);
   const entry = `bp${run}`;
   const hosts = loadTestHosts().slice(0, Number(values.hosts));
@@ -167,6 +207,17 @@ async function runOnce(client: Client, mirror: ImageMirror, image: Buffer, tmp: 
       return w?.activities['ensureBaseImage']?.execMs ?? NaN;
     }),
   );
+  // How long each proxy that joined an ensure-image run waited for its imageReady after that run's
+  // upload activity completed (negative: the activity's broadcast came before its completion).
+  const readyAt = new Map<string, number | undefined>();
+  for (const h of hosts)
+    readyAt.set(h.name, await baseReadyAt(client, imageWorkflowId(h.name, entry, 'empty')).catch(() => undefined));
+  const lags: number[] = [];
+  for (const nm of names) {
+    const w = await whereTimeGoes(client, proxyWorkflowId(entry, nm));
+    const base = readyAt.get(statuses.get(nm)!.host!);
+    if (w.readyAtMs !== undefined && base !== undefined) lags.push(w.readyAtMs - base);
+  }
   const sample = await Promise.all(
     names
       .slice(0, Math.min(5, n))
@@ -236,10 +287,42 @@ async function runOnce(client: Client, mirror: ImageMirror, image: Buffer, tmp: 
       `${f(median(split.map((x) => x.timers)))} + waiting for the image workflow ${f(median(split.map((x) => x.image)))} + ` +
       `workflow tasks and dispatch ${f(median(split.map((x) => x.other)))}`,
   );
+  console.log(
+    lags.length === 0
+      ? 'imageReady after the base was ready: no proxy joined an ensure-image run'
+      : `imageReady after the base was ready (${lags.length} proxies joined): median ${f(median(lags))} ms, max ${f(Math.max(...lags))} ms`,
+  );
   console.log(`delete all: ${f(deleteMs / 1000, 2)} s (${f(n / (deleteMs / 1000), 2)} proxies/s)`);
   console.log(
     `worker RSS: idle ${f(workerIdle.now)} MiB, peak ${f(Math.max(workerPeak, workerEnd.peak))} MiB; Temporal server RSS peak ${serverPid ? `${f(serverPeak)} MiB` : 'unknown (no pid file)'}`,
   );
+  const load = `${loadBefore} before, ${await loadavg()} after`;
+  console.log(`load average (1, 5, 15 min): ${load}`);
+  return {
+    n,
+    allRunningMs,
+    perProxyMedianMs: median(perProxy),
+    controlPlaneMs: median(perProxy) - Math.max(...imageRuns.filter(Number.isFinite)),
+    readyLagMaxMs: lags.length ? Math.max(...lags) : NaN,
+    load,
+  };
+}
+
+/** bench/provision-virsh.sh: the same steps by virsh over qemu+ssh://, N proxies by `parallel` scripts. */
+async function virshFloor(n: number, parallel: number): Promise<{ totalMs: number; perProxyMs: number }> {
+  try {
+    const { stdout } = await pexec(join(PROJECT_ROOT, 'bench/provision-virsh.sh'), [String(n), String(parallel)], {
+      timeout: 30 * 60_000,
+    });
+    const line = JSON.parse(stdout.trim().split('\n').at(-1)!) as { totalMs: number; perProxyMs: number };
+    console.log(
+      `virsh floor, N = ${n} by ${parallel} script(s): all started after ${(line.totalMs / 1000).toFixed(2)} s, ${line.perProxyMs} ms per proxy per script (load ${await loadavg()})`,
+    );
+    return line;
+  } catch (err) {
+    console.log(`virsh floor, N = ${n} by ${parallel} script(s): FAILED: ${String(err)}`);
+    return { totalMs: NaN, perProxyMs: NaN };
+  }
 }
 
 const client = await connectClient();
@@ -247,7 +330,43 @@ const mirror = await ImageMirror.start();
 const tmp = await mkdtemp(join(tmpdir(), 'ep-bench-'));
 try {
   const image = await emptyQcow2(tmp);
-  for (const n of values.n) await runOnce(client, mirror, image, tmp, Number(n));
+  // Alternating: each run does every N (and the virsh floor beside it), then the next run.
+  const ours = new Map<number, RunFigures[]>();
+  const seq = new Map<number, number[]>();
+  const par = new Map<number, number[]>();
+  for (let r = 0; r < Number(values.runs); r++) {
+    for (const n of values.n.map(Number)) {
+      const fig = await runOnce(client, mirror, image, tmp, n);
+      ours.set(n, [...(ours.get(n) ?? []), fig]);
+      if (values.virsh) {
+        // One proxy at a time (at most 10 of them: the per-proxy time does not depend on N), and
+        // ten scripts in parallel creating all N.
+        const one = await virshFloor(Math.min(n, 10), 1);
+        seq.set(n, [...(seq.get(n) ?? []), one.perProxyMs]);
+        const ten = await virshFloor(n, Math.min(10, n));
+        par.set(n, [...(par.get(n) ?? []), ten.totalMs]);
+      }
+    }
+  }
+  console.log(`\n== summary over ${values.runs} run(s), medians (min-max)`);
+  const mm = (xs: number[]): string =>
+    `${(median(xs) / 1000).toFixed(2)} s (${(Math.min(...xs) / 1000).toFixed(2)}-${(Math.max(...xs) / 1000).toFixed(2)})`;
+  for (const [n, figs] of ours) {
+    console.log(
+      `N = ${n}: all Running ${mm(figs.map((x) => x.allRunningMs))}; control plane per proxy ${mm(figs.map((x) => x.controlPlaneMs))}; ` +
+        `imageReady after the base, worst ${mm(figs.map((x) => x.readyLagMaxMs).filter(Number.isFinite))}`,
+    );
+    const s1 = seq.get(n);
+    const s10 = par.get(n);
+    if (s1 && s10) {
+      const cp = median(figs.map((x) => x.controlPlaneMs));
+      const all = median(figs.map((x) => x.allRunningMs));
+      console.log(
+        `  virsh: one at a time ${mm(s1)} per proxy (ours / virsh = ${(cp / median(s1)).toFixed(2)}, goal <= 1.5); ` +
+          `ten scripts for all ${n}: ${mm(s10)} (ours / virsh = ${(all / median(s10)).toFixed(2)}, goal <= 1)`,
+      );
+    }
+  }
 } finally {
   await mirror.close();
   await client.connection.close();
