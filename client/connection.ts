@@ -163,11 +163,16 @@ export async function connectClient(
 ): Promise<Client> {
   const { Client, Connection } = await import('@temporalio/client');
   const options = { ...sdkConnectionOptions(settings), connectTimeout: o.connectTimeoutMs };
-  let connection: Connection;
-  try {
-    connection = o.lazy ? Connection.lazy(options) : await Connection.connect(options);
-  } catch (err) {
-    throw new TemporalConnectError(await explainConnectFailure(err, settings), { cause: err });
+  // Connection.connect would leave the channel of a failed attempt open (retrying): lazy, then
+  // ensureConnected, so that a failed attempt is closed here.
+  const connection = Connection.lazy(options);
+  if (!o.lazy) {
+    try {
+      await connection.ensureConnected();
+    } catch (err) {
+      await connection.close().catch(() => undefined);
+      throw new TemporalConnectError(await explainConnectFailure(err, settings), { cause: err });
+    }
   }
   return new Client({ connection, namespace: settings.namespace });
 }

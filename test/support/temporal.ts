@@ -9,7 +9,8 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Client } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
-import { connectClient as connectTo, temporalSettings } from '../../client/connection.ts';
+import { connectClient as connectTo, sdkConnectionOptions, temporalSettings } from '../../client/connection.ts';
+import type { TemporalSettings } from '../../client/connection.ts';
 import {
   ensureSearchAttributes,
   INDEXED_VALUE_TYPES,
@@ -59,16 +60,23 @@ export function installTestRuntime(): void {
 /** Namespaces (`address/namespace`) whose search attributes this process has ensured. */
 const registered = new Map<string, Promise<string[]>>();
 
+/** TLS and API key of a connection (client/connection.ts's settings); none for the dev server. */
+export type TemporalCredentials = Pick<TemporalSettings, 'tls' | 'apiKey'>;
+
 /**
  * Connects a client to the dev server, failing within a few seconds with a message that says how
  * to start it, and registers the project's search attributes on the namespace (once per process),
  * as the worker does at start-up: tests that run workflows or list proxies without a worker
- * process find them registered.
+ * process find them registered. `credentials`: TLS (e.g. `scripts/temporal cluster`'s mTLS).
  */
-export async function connectClient(address = TEMPORAL_ADDRESS, namespace = TEMPORAL_NAMESPACE): Promise<Client> {
+export async function connectClient(
+  address = TEMPORAL_ADDRESS,
+  namespace = TEMPORAL_NAMESPACE,
+  credentials: TemporalCredentials = {},
+): Promise<Client> {
   let client: Client;
   try {
-    client = await connectTo({ address, namespace }, { connectTimeoutMs: CONNECT_TIMEOUT_MS });
+    client = await connectTo({ address, namespace, ...credentials }, { connectTimeoutMs: CONNECT_TIMEOUT_MS });
   } catch (cause) {
     throw new Error(`Temporal dev server not reachable at ${address}: ${HOW_TO_START}. (${errorText(cause)})`, {
       cause,
@@ -90,11 +98,14 @@ export async function connectClient(address = TEMPORAL_ADDRESS, namespace = TEMP
   return client;
 }
 
-/** Connects a worker's native connection to the dev server (bounded, same message as `connectClient`). */
-export async function connectWorker(address = TEMPORAL_ADDRESS): Promise<NativeConnection> {
+/** Connects a worker's native connection to the dev server (bounded, same message as `connectClient`; `credentials` as there). */
+export async function connectWorker(
+  address = TEMPORAL_ADDRESS,
+  credentials: TemporalCredentials = {},
+): Promise<NativeConnection> {
   try {
     return await withTimeout(
-      NativeConnection.connect({ address }),
+      NativeConnection.connect(sdkConnectionOptions({ address, ...credentials })),
       CONNECT_TIMEOUT_MS * 2,
       `connect a worker to ${address}`,
     );
