@@ -82,10 +82,10 @@ describe('Schemathesis conformance of the API (dev server, real worker)', { time
   let worker: RunningWorker | undefined;
   let catalog: { stop(): Promise<void> } | undefined;
   let api: TestApi;
+  /** 201 answers to POST /v1/proxies (a workflow started). */
+  let answered201 = 0;
   const entry = `st${run}`;
   const taskQueue = uniqueId('api-st');
-  /** 2xx answers to POST /v1/proxies that said created: true. */
-  let created = 0;
 
   before(async () => {
     assert.ok(existsSync(ST), `${ST} is missing: scripts/test installs it (scripts/deps.sh ep_schemathesis)`);
@@ -102,12 +102,13 @@ describe('Schemathesis conformance of the API (dev server, real worker)', { time
     worker = await startFleetWorker(connection, client, config, taskQueue);
     catalog = await startCatalogPublisher(client, taskQueue, catalogOf(config), { info() {}, warn() {} });
     tokens = await writeTokens(tmp);
-    api = await startTestApi(client, taskQueue, tokens);
-    api.app.addHook('onResponse', async (request, reply) => {
-      if (request.method === 'POST' && request.routeOptions.url === '/v1/proxies' && reply.statusCode === 201) {
-        created++;
-      }
-    });
+    api = await startTestApi(client, taskQueue, tokens, 5_000, (app) =>
+      app.addHook('onResponse', async (request, reply) => {
+        if (request.method === 'POST' && request.routeOptions.url === '/v1/proxies' && reply.statusCode === 201) {
+          answered201++;
+        }
+      }),
+    );
   });
 
   after(async () => {
@@ -149,7 +150,9 @@ describe('Schemathesis conformance of the API (dev server, real worker)', { time
       assert.ok(wf.workflowId.startsWith(`proxy/${entry}/`), wf.workflowId);
       workflows++;
     }
-    process.stderr.write(`proxy workflows started: ${workflows}; POST /v1/proxies answered 201: ${created}\n`);
-    assert.equal(workflows, created, 'every proxy workflow is one a 201 announced');
+    process.stderr.write(
+      `proxy workflows started: ${workflows}; POST /v1/proxies answered 201: ${answered201}; store starts: ${api.created()}\n`,
+    );
+    assert.equal(workflows, answered201, 'every proxy workflow is one a 201 announced');
   });
 });

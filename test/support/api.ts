@@ -35,6 +35,8 @@ export interface TestApi {
   store: ProxyStore;
   /** Calls of store.start (a workflow start was attempted). */
   starts: () => number;
+  /** Starts that started a workflow (not an existing one found). */
+  created: () => number;
   close(): Promise<void>;
 }
 
@@ -44,14 +46,19 @@ export async function startTestApi(
   taskQueue: string,
   tokens: TestTokens,
   callTimeoutMs = 5_000,
+  /** Runs on the app before it listens (hooks a test counts answers with). */
+  beforeListen?: (app: FastifyInstance) => void,
 ): Promise<TestApi> {
   const real = temporalStore(client, { callTimeoutMs });
   let starts = 0;
+  let created = 0;
   const store: ProxyStore = {
     ...real,
-    start: (spec, tq) => {
+    start: async (spec, tq) => {
       starts++;
-      return real.start(spec, tq);
+      const result = await real.start(spec, tq);
+      if (result.started) created++;
+      return result;
     },
   };
   const app = await buildApi({
@@ -61,8 +68,9 @@ export async function startTestApi(
     auth: await loadTokenFile(tokens.file),
     taskQueue,
   });
+  beforeListen?.(app);
   const url = await app.listen({ host: '127.0.0.1', port: 0 });
-  return { app, url, store, starts: () => starts, close: () => app.close() };
+  return { app, url, store, starts: () => starts, created: () => created, close: () => app.close() };
 }
 
 export interface Reply {
