@@ -205,7 +205,8 @@ describe('a proxy boots only its own disk (real host)', { timeout: 300_000 }, ()
     ]);
     const deleted = await deleteProxy(input('p6'));
     assert.equal(deleted.logs, 'deleted');
-    const left = await inHost(host, ['sh', '-c', `ls /var/log/libvirt/qemu/ | grep '^ep_${entry}_' || true`]);
+    // Only p6's files go; the other proxies' of this file and p66 stay.
+    const left = await inHost(host, ['sh', '-c', `ls /var/log/libvirt/qemu/ | grep '^ep_${entry}_p6' || true`]);
     assert.deepEqual(
       left.split('\n').filter((l) => l.trim() !== ''),
       [`ep_${entry}_p66.log`],

@@ -227,14 +227,18 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     await inHost(host, ['sh', '-c', `mkdir -p ${dir} && mount -t tmpfs -o size=2m tmpfs ${dir}`]);
     await inHost(host, ['virsh', '-q', 'pool-create-as', poolName, 'dir', '--target', dir]);
     try {
-      await assert.rejects(
-        createProxy(input('delta', { pool: poolName, reserveBytes: 64 * 1024 * 1024 })),
-        (err: unknown) => {
-          assert.ok(err instanceof InsufficientCapacity, String(err));
-          assert.ok(err.neededBytes > err.availableBytes && err.availableBytes >= 0);
-          return true;
-        },
-      );
+      // Overlays are backed by a verified base of their own pool.
+      const tinyBase = await plantVerifiedBase(links, poolName, entry);
+      const over = {
+        pool: poolName,
+        reserveBytes: 64 * 1024 * 1024,
+        base: { path: tinyBase.path, format: 'qcow2' as const },
+      };
+      await assert.rejects(createProxy(input('delta', over)), (err: unknown) => {
+        assert.ok(err instanceof InsufficientCapacity, String(err));
+        assert.ok(err.neededBytes > err.availableBytes && err.availableBytes >= 0);
+        return true;
+      });
     } finally {
       await inHost(host, ['virsh', '-q', 'pool-destroy', poolName]).catch(() => {});
       await inHost(host, ['sh', '-c', `umount ${dir}; rmdir ${dir}`]).catch(() => {});
