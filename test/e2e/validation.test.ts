@@ -944,9 +944,11 @@ describe('validation through the workflows: the issue table, measured', { timeou
  */
 function payloadText(value: unknown): string {
   const decoded: string[] = [];
-  const json = JSON.stringify(value, (_, v: unknown) => {
-    if (v instanceof Uint8Array) {
-      decoded.push(Buffer.from(v).toString('utf8'));
+  // A replacer sees a Buffer after its toJSON ({ type, data }): look at the holder's own value.
+  const json = JSON.stringify(value, function (this: Record<string, unknown>, key: string, v: unknown) {
+    const raw = this[key];
+    if (raw instanceof Uint8Array) {
+      decoded.push(Buffer.from(raw).toString('utf8'));
       return '<bytes>';
     }
     return typeof v === 'bigint' ? String(v) : v;
