@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { it } from 'node:test';
+import { CATALOG_WORKFLOW_TYPE } from '../../contracts/catalog.ts';
 import { GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
 import { IMAGE_WORKFLOW_TYPE } from '../../contracts/image.ts';
 import { PROXY_WORKFLOW_TYPE } from '../../contracts/proxy.ts';
@@ -20,6 +21,7 @@ it('each workflow type name is the name of the exported workflow function', () =
     [SMOKE_WORKFLOW_TYPE, workflows.smokeWorkflow],
     [GC_WORKFLOW_TYPE, workflows.orphanGcWorkflow],
     [HEALTH_WORKFLOW_TYPE, workflows.providerHealthWorkflow],
+    [CATALOG_WORKFLOW_TYPE, workflows.catalogWorkflow],
   ];
   for (const [type, fn] of pairs) assert.equal(fn.name, type);
 });
@@ -32,6 +34,7 @@ it('every exported workflow has a type-name constant', () => {
     SMOKE_WORKFLOW_TYPE,
     GC_WORKFLOW_TYPE,
     HEALTH_WORKFLOW_TYPE,
+    CATALOG_WORKFLOW_TYPE,
   ]);
   assert.deepEqual(Object.keys(workflows).sort(), [...named].sort());
 });
