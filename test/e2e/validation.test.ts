@@ -951,6 +951,8 @@ function payloadText(value: unknown): string {
       decoded.push(Buffer.from(raw).toString('utf8'));
       return '<bytes>';
     }
+    // A protobuf message's own toJSON (the fetched history) gives bytes as base64 text.
+    if (key === 'data' && typeof v === 'string') decoded.push(Buffer.from(v, 'base64').toString('utf8'));
     return typeof v === 'bigint' ? String(v) : v;
   });
   return [json, ...decoded].join('\n');
