@@ -135,6 +135,9 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
         'squid.allowedClientCidrs[0]',
       ],
       [{ raw: '{"name":"bad","entry":' }, 'INVALID_JSON', 'body'],
+      // Against the catalog the worker published: named, with the known values, before any start.
+      [{ body: { ...good, entry: 'nope' } }, 'UNKNOWN_ENTRY', 'entry'],
+      [{ body: { ...good, imageKey: 'nope' } }, 'UNKNOWN_IMAGE', 'imageKey'],
       [{ raw: JSON.stringify(good), type: 'text/plain' }, 'UNSUPPORTED_CONTENT_TYPE', 'body'],
       [{ raw: 'name=bad', type: 'application/x-www-form-urlencoded' }, 'UNSUPPORTED_CONTENT_TYPE', 'body'],
     ];
@@ -146,7 +149,9 @@ describe('HTTP API on the dev server with a real worker', { timeout: 300_000 }, 
     }
     assert.equal(api.starts(), 0, 'the store was never asked to start a workflow');
     const started = [];
-    for await (const wf of client.workflow.list({ query: `TaskQueue = '${taskQueue}'` })) started.push(wf.workflowId);
+    // The worker's catalog workflow (catalog/<taskQueue>) is the only one on the queue.
+    const query = `TaskQueue = '${taskQueue}' AND WorkflowType != 'catalogWorkflow'`;
+    for await (const wf of client.workflow.list({ query })) started.push(wf.workflowId);
     assert.deepEqual(started, []);
   });
 
