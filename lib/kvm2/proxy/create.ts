@@ -9,6 +9,7 @@ import { Readable } from 'node:stream';
 import { ErrorNumber } from '../../libvirt/constants.ts';
 import { LibvirtError } from '../../libvirt/errors.ts';
 import type { HostLinks } from '../../hostlink/pool.ts';
+import type { ResolvedSquid } from '../../../contracts/squid.ts';
 import { buildCloudInitSeed } from '../seed/cloud-config.ts';
 import { buildDomainXml } from './domain-xml.ts';
 import { buildVolumeXml } from '../volume-xml.ts';
@@ -33,7 +34,8 @@ export interface CreateProxyInput extends ProxyIdentity {
   diskGiB: number;
   /** The base image (from ensureImage): its path on the host and the format of its content. */
   base: { path: string; format: 'qcow2' | 'raw' };
-  squid: { port: number; allowedClientCidrs: readonly string[] };
+  /** The proxy's resolved Squid settings: port, client blocks, destination policy, credentials. */
+  squid: ResolvedSquid;
   /** RFC 3339 creation time recorded in the mark; the workflow passes a fixed value so retries agree. */
   createdAt: string;
   /** Free pool space kept beyond the seed and overlay headers, in bytes. Default 1 GiB. */
@@ -66,6 +68,9 @@ export async function createProxy(input: CreateProxyInput): Promise<CreatedProxy
       hostname: input.name,
       squidPort: input.squid.port,
       allowedClientCidrs: input.squid.allowedClientCidrs,
+      // Absent in runs recorded before the policy existed: the seed's safe default applies.
+      ...(input.squid.egress ? { egress: input.squid.egress } : {}),
+      ...(input.squid.auth ? { auth: input.squid.auth } : {}),
     }),
   );
   const rpc = rpcOn(input.links, input);
