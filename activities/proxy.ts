@@ -3,7 +3,13 @@
 import { Context } from '@temporalio/activity';
 import { VmSchema } from '../lib/config/schema.ts';
 import { CODES } from '../contracts/errors.ts';
-import { formatPath, imageOf, resolveSquid } from '../lib/config/index.ts';
+import {
+  basicProxyAuthorization,
+  formatPath,
+  imageOf,
+  readProbeCredentials,
+  resolveSquid,
+} from '../lib/config/index.ts';
 import {
   checkIdentifier,
   createProxy,
@@ -180,9 +186,16 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
       const ac = AbortSignal.any([signal(), AbortSignal.timeout(timeoutMs)]);
       const started = performance.now();
       try {
+        // A proxy that requires credentials is probed as the operator's probe user, read from its
+        // file at each probe (never recorded in the history or logged).
+        const credentials = proxy.squid.auth?.probeCredentialsFile;
+        const proxyAuthorization =
+          credentials === undefined
+            ? undefined
+            : basicProxyAuthorization(readProbeCredentials(credentials, 'squid.auth.probeCredentialsFile'));
         const session = await registry.probeSession(proxy.entry, input.host, ac);
         const channel = await session.openTcp(input.ip, proxy.squid.port, { timeoutMs, signal: ac });
-        const { latencyMs } = await connectProbe(channel, { target, timeoutMs, signal: ac });
+        const { latencyMs } = await connectProbe(channel, { target, timeoutMs, signal: ac, proxyAuthorization });
         metrics?.probe.observe({ outcome: 'ok' }, latencyMs / 1000);
         return { ok: true, latencyMs: Math.round(latencyMs * 1000) / 1000 };
       } catch (err) {

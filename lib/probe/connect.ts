@@ -17,6 +17,11 @@ export interface ConnectProbeOptions {
   /** Bound on the whole exchange (request to response head), in ms. */
   timeoutMs: number;
   signal?: AbortSignal;
+  /**
+   * A `Proxy-Authorization` value (`Basic …`) for proxies that require client credentials; sent
+   * only to the proxy, never logged. CR and LF are refused.
+   */
+  proxyAuthorization?: string;
 }
 
 export interface ConnectProbeResult {
@@ -33,11 +38,16 @@ export interface ConnectProbeResult {
  * (the stream ended first), `PROBE_TIMEOUT`, `PROBE_ABORTED`. Always destroys `stream`.
  */
 export function connectProbe(stream: Duplex, options: ConnectProbeOptions): Promise<ConnectProbeResult> {
-  const { target, timeoutMs, signal } = options;
+  const { target, timeoutMs, signal, proxyAuthorization } = options;
   if (!/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9A-Fa-f:.]+\]:\d{1,5}$/.test(target)) {
     stream.destroy();
     return Promise.reject(new RangeError(`probe target must be host:port or [v6]:port, got ${JSON.stringify(target)}`));
   }
+  if (proxyAuthorization !== undefined && /[\r\n]/.test(proxyAuthorization)) {
+    stream.destroy();
+    return Promise.reject(new RangeError('probe proxyAuthorization must not contain CR or LF'));
+  }
+  const auth = proxyAuthorization === undefined ? '' : `Proxy-Authorization: ${proxyAuthorization}\r\n`;
   // settleOnce rejects at once, without subscribing, if the signal already fired.
   if (signal?.aborted === true) stream.destroy();
   const started = performance.now();
@@ -102,7 +112,7 @@ export function connectProbe(stream: Duplex, options: ConnectProbeOptions): Prom
       stream.once('end', onEnd);
       stream.once('close', onEnd);
       stream.on('error', onError);
-      stream.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nUser-Agent: egress-proxies-probe\r\n\r\n`);
+      stream.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nUser-Agent: egress-proxies-probe\r\n${auth}\r\n`);
       return () => {
         stream.off('data', onData);
         stream.off('end', onEnd);

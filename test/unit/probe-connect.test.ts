@@ -116,4 +116,25 @@ describe('connectProbe', () => {
     await assert.rejects(connectProbe(sock, { target: 'a b\r\nX: y', timeoutMs: 1000 }), RangeError);
     assert.equal(sock.destroyed, true);
   });
+
+  it('sends Proxy-Authorization when given (a proxy that requires credentials), and none otherwise', async () => {
+    script = (sock) => sock.write('HTTP/1.1 200 Connection established\r\n\r\n');
+    await connectProbe(await dial(), { target: 'target.test:8443', timeoutMs: 2000 });
+    assert.doesNotMatch(lastRequest, /Proxy-Authorization/i);
+    await connectProbe(await dial(), {
+      target: 'target.test:8443',
+      timeoutMs: 2000,
+      proxyAuthorization: 'Basic cHJvYmU6c2VjcmV0',
+    });
+    assert.match(lastRequest, /\r\nProxy-Authorization: Basic cHJvYmU6c2VjcmV0\r\n\r\n$/);
+  });
+
+  it('refuses a Proxy-Authorization with CR or LF before sending anything', async () => {
+    const sock = await dial();
+    await assert.rejects(
+      connectProbe(sock, { target: 'target.test:8443', timeoutMs: 1000, proxyAuthorization: 'Basic x\r\nX: y' }),
+      RangeError,
+    );
+    assert.equal(sock.destroyed, true);
+  });
 });
