@@ -140,7 +140,7 @@ export interface ProxyOutcome {
   host?: string;
   reason?: string;
   /** What the final delete removed ('deleted') or found gone ('absent'). */
-  deleted?: { domain: string; overlay: string; seed: string };
+  deleted?: { domain: string; overlay: string; seed: string; ownerRecord?: string; logs?: string };
 }
 
 /** A proxy spec resolved against the providers file on the worker (recorded in the history). */

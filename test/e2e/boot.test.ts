@@ -315,7 +315,11 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
       shutdownGraceMs: 10_000,
     });
     timings.push(['delete (10 s grace)', secs(performance.now() - t0)]);
-    assert.deepEqual(deleted, { domain: 'deleted', overlay: 'deleted', seed: 'deleted' });
+    assert.deepEqual(
+      { ...deleted, logs: undefined },
+      { domain: 'deleted', overlay: 'deleted', seed: 'deleted', ownerRecord: 'deleted', logs: undefined },
+    );
+    assert.notEqual(deleted.logs, 'failed', 'the log files were removed');
     assert.deepEqual(await getProxy({ links, ownerUid: owner, entry, name: proxyName, network: host.network }), {
       state: 'Missing',
     });

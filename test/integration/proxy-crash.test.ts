@@ -243,7 +243,7 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
     assert.equal((await domainsOf(host, entry)).length, 1, 'exactly one domain');
     assert.deepEqual(
       await volumesOf(host, entry),
-      [base, `${base}.marker`, `ep_${entry}_k1.qcow2`, `ep_${entry}_k1.seed.iso`].sort(),
+      [base, `${base}.marker`, `ep_${entry}_k1.owner`, `ep_${entry}_k1.qcow2`, `ep_${entry}_k1.seed.iso`].sort(),
       'one base, one marker, one overlay, one seed: no leaked volume',
     );
 
@@ -349,7 +349,11 @@ describe('proxy lifecycle across worker and Temporal server crashes', { timeout:
     assert.equal(accepted.fromState, 'Running');
     const outcome = (await withTimeout(handle.result(), 120_000, 'the delete to finish')) as ProxyOutcome;
     assert.equal(outcome.state, 'Deleted');
-    assert.deepEqual(outcome.deleted, { domain: 'deleted', overlay: 'deleted', seed: 'deleted' });
+    assert.deepEqual(
+      { ...outcome.deleted, logs: undefined },
+      { domain: 'deleted', overlay: 'deleted', seed: 'deleted', ownerRecord: 'deleted', logs: undefined },
+    );
+    assert.notEqual(outcome.deleted?.logs, 'failed', 'the log files were removed');
     assert.deepEqual(await domainsOf(host, entry), []);
     assert.deepEqual(await volumesOf(host, entry), [base, `${base}.marker`].sort());
     assert.equal(worker.child.exitCode, null, 'the same worker process carried the run through both restarts');

@@ -120,7 +120,11 @@ describe('proxy lifecycle workflows on the dev server and the test hosts', { tim
     assert.deepEqual(accepted, { accepted: true, fromState: 'Running' });
     const outcome = (await handle.result()) as ProxyOutcome;
     assert.equal(outcome.state, 'Deleted');
-    assert.deepEqual(outcome.deleted, { domain: 'deleted', overlay: 'deleted', seed: 'deleted' });
+    assert.deepEqual(
+      { ...outcome.deleted, logs: undefined },
+      { domain: 'deleted', overlay: 'deleted', seed: 'deleted', ownerRecord: 'deleted', logs: undefined },
+    );
+    assert.notEqual(outcome.deleted?.logs, 'failed', 'the log files were removed');
     assert.deepEqual(await domainsOf(hosts[0]!, entry), []);
     assert.deepEqual(
       (await volumesOf(hosts[0]!, entry)).sort(),
