@@ -12,9 +12,14 @@
 import { orExit, parseArgsOrExit, wholeNumber } from '../runtime/options.ts';
 import type { TokenAuth } from '../api/auth.ts';
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
-import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE, temporalSettings } from '../client/connection.ts';
+import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE } from '../client/connection.ts';
+import {
+  TEMPORAL_CONNECTION_HELP,
+  TEMPORAL_CONNECTION_OPTIONS,
+  temporalSettingsFromOptions,
+} from '../runtime/temporal-options.ts';
 
-const settings = temporalSettings();
+const settings = orExit(() => temporalSettingsFromOptions({}));
 
 const HELP = `egress-proxies API server (docs/api.md)
 
@@ -32,6 +37,7 @@ Options:
                           limit); over it, 429 RATE_LIMITED with Retry-After
   --allow-open-proxy      accept squid.allowedClientCidrs overrides that admit every address (/0, or blocks
                           that together cover IPv4: an open proxy; refused by default)
+${TEMPORAL_CONNECTION_HELP}
   -h, --help              this text
 
 Environment: TEMPORAL_ADDRESS (${DEFAULT_TEMPORAL_ADDRESS}), TEMPORAL_NAMESPACE (${DEFAULT_TEMPORAL_NAMESPACE}), LOG_LEVEL (info),
@@ -50,6 +56,7 @@ const { values } = parseArgsOrExit(
       'delete-wait-ms': { type: 'string', default: '60000' },
       'allow-open-proxy': { type: 'boolean', default: false },
       'writes-per-minute': { type: 'string', default: '120' },
+      ...TEMPORAL_CONNECTION_OPTIONS,
       help: { type: 'boolean', short: 'h', default: false },
     },
   },
@@ -59,6 +66,7 @@ if (values.help) {
   process.stdout.write(HELP + '\n');
   process.exit(0);
 }
+const temporal = orExit(() => temporalSettingsFromOptions(values));
 const port = orExit(() => wholeNumber('port', values.port, { min: 0, max: 65535 }));
 const bodyLimitBytes = orExit(() => wholeNumber('body-limit-bytes', values['body-limit-bytes'], { min: 1024 }));
 const writesPerMinute = orExit(() => wholeNumber('writes-per-minute', values['writes-per-minute'], { min: 0 }));
@@ -105,9 +113,9 @@ process.on('SIGHUP', () => {
   );
 });
 
-const { address, namespace } = settings;
+const { address, namespace } = temporal;
 // Lazy: the API starts (and /readyz says why it is not ready) while Temporal is down.
-const client = await connectClient(settings, { connectTimeoutMs: 5_000, lazy: true });
+const client = await connectClient(temporal, { connectTimeoutMs: 5_000, lazy: true });
 const { connection } = client;
 const app = await buildApi({
   store: temporalStore(client),

@@ -13,10 +13,15 @@ import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
-import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE, temporalSettings } from '../client/connection.ts';
+import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE } from '../client/connection.ts';
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
 import { orExit, parseArgsOrExit, wholeNumber } from '../runtime/options.ts';
 import { defaultBundleCacheDir } from '../runtime/workflow-bundle.ts';
+import {
+  TEMPORAL_CONNECTION_HELP,
+  TEMPORAL_CONNECTION_OPTIONS,
+  temporalSettingsFromOptions,
+} from '../runtime/temporal-options.ts';
 
 const HELP = `egress-proxies worker: runs the proxy, image, GC and health workflows and their activities.
 
@@ -36,13 +41,14 @@ Options:
   --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics (libvirt RPC
                             latency by procedure, link deaths, probe latency, upload bytes); off
                             unless given (e.g. 127.0.0.1:9464; port 0 picks one, logged)
+${TEMPORAL_CONNECTION_HELP}
   -h, --help                this text
 
 Environment: TEMPORAL_ADDRESS (${DEFAULT_TEMPORAL_ADDRESS}), TEMPORAL_NAMESPACE (${DEFAULT_TEMPORAL_NAMESPACE}), LOG_LEVEL (info).
 Exit codes: 0 stopped by a signal, 1 Temporal unreachable or the worker failed, 2 bad options or
 providers file.`;
 
-const settings = temporalSettings();
+const settings = orExit(() => temporalSettingsFromOptions({}));
 const { values } = parseArgsOrExit(
   {
     options: {
@@ -57,6 +63,7 @@ const { values } = parseArgsOrExit(
         type: 'string',
         default: process.env['EP_WORKFLOW_BUNDLE_CACHE'] || defaultBundleCacheDir(),
       },
+      ...TEMPORAL_CONNECTION_OPTIONS,
       help: { type: 'boolean', short: 'h', default: false },
     },
   },
@@ -66,6 +73,7 @@ if (values.help) {
   process.stdout.write(HELP + '\n');
   process.exit(0);
 }
+const temporal = orExit(() => temporalSettingsFromOptions(values));
 const maxActivities = orExit(() => wholeNumber('max-activities', values['max-activities']));
 const maxWorkflowTasks = orExit(() => wholeNumber('max-workflow-tasks', values['max-workflow-tasks']));
 const shutdownGraceMs = orExit(() => wholeNumber('shutdown-grace-ms', values['shutdown-grace-ms']));
@@ -79,7 +87,8 @@ if (listen !== undefined && (!listenMatch || Number(listenMatch[2]) > 65535)) {
 // The SDK, its native runtime and our activities load only once the options are known to be good,
 // so that --help and a mistyped option answer at once (docs/benchmarks.md, "Start-up").
 const [
-  { connectClient },
+  { connectClient, sdkConnectionOptions },
+  { explainConnectFailure },
   { ensureSearchAttributes, SearchAttributeKindError },
   { isTemporalUnavailable },
   { NativeConnection: WorkerConnection, Runtime, Worker },
@@ -96,6 +105,7 @@ const [
   { catalogOf, startCatalogPublisher },
 ] = await Promise.all([
   import('../client/connection.ts'),
+  import('../client/connect-diagnosis.ts'),
   import('../client/search-attributes.ts'),
   import('../client/errors.ts'),
   import('@temporalio/worker'),
@@ -140,19 +150,19 @@ try {
   process.exit(2);
 }
 
-const { address, namespace } = settings;
+const { address, namespace } = temporal;
 const taskQueue = values['task-queue'];
 
 log.info({ address, namespace, taskQueue, providers: values.providers }, 'worker connecting');
 let connection: NativeConnection;
 let client: Client;
 try {
-  connection = await WorkerConnection.connect({ address });
-  client = await connectClient(settings, { connectTimeoutMs: 10_000 });
+  connection = await WorkerConnection.connect(sdkConnectionOptions(temporal));
+  client = await connectClient(temporal, { connectTimeoutMs: 10_000 });
 } catch (err) {
   log.fatal(
     { err, address },
-    'cannot connect to Temporal; is it running? (scripts/temporal up, or set TEMPORAL_ADDRESS)',
+    `cannot connect to Temporal: ${await explainConnectFailure(err, temporal)} (is it running? scripts/temporal up, or set TEMPORAL_ADDRESS)`,
   );
   process.exit(1);
 }

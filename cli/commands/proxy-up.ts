@@ -2,6 +2,7 @@ import { TASK_QUEUE } from '../../contracts/task-queues.ts';
 import { CliError, EXIT } from '../http.ts';
 import { positive, print, str, usage } from '../command.ts';
 import type { Command } from '../command.ts';
+import { TEMPORAL_CONNECTION_HELP, TEMPORAL_CONNECTION_OPTIONS } from '../../runtime/temporal-options.ts';
 
 export const proxyUp: Command = {
   name: 'proxy up',
@@ -13,8 +14,12 @@ export const proxyUp: Command = {
   Healthy (--wait-ms, default 1200000), printing progress on stderr. Then prints its address, a curl
   line that uses it (through its host over SSH; the host and the health target are read from
   --providers) and the Web UI link to its run on stderr, and the result on stdout (--output json:
-  one JSON line). Exit 1 if it fails or is not Healthy in time.`,
+  one JSON line). Exit 1 if it fails or is not Healthy in time.
+
+  Connection to Temporal (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and these):
+${TEMPORAL_CONNECTION_HELP}`,
   options: {
+    ...TEMPORAL_CONNECTION_OPTIONS,
     entry: { type: 'string' },
     image: { type: 'string' },
     providers: { type: 'string' },
@@ -30,23 +35,26 @@ export const proxyUp: Command = {
       import('../../client/proxy-up.ts'),
       import('../../lib/config/index.ts'),
     ]);
-    const up = await withTemporal(ctx.timeoutMs, (c, settings) =>
-      client
-        .proxyUp(c, {
-          name,
-          entry: str(ctx, 'entry') ?? 'local',
-          imageKey: str(ctx, 'image') ?? 'proxy',
-          taskQueue: settings.taskQueue,
-          waitMs,
-          providersFile: str(ctx, 'providers'),
-          loadProviders: loadProvidersFile,
-          webUi: webUiUrl(),
-          namespace: settings.namespace,
-        })
-        .catch((err: unknown) => {
-          // The providers file is read for the curl line: a bad one names the field.
-          throw err instanceof ConfigError ? new CliError(EXIT.usage, err.message) : err;
-        }),
+    const up = await withTemporal(
+      ctx.timeoutMs,
+      (c, settings) =>
+        client
+          .proxyUp(c, {
+            name,
+            entry: str(ctx, 'entry') ?? 'local',
+            imageKey: str(ctx, 'image') ?? 'proxy',
+            taskQueue: settings.taskQueue,
+            waitMs,
+            providersFile: str(ctx, 'providers'),
+            loadProviders: loadProvidersFile,
+            webUi: webUiUrl(),
+            namespace: settings.namespace,
+          })
+          .catch((err: unknown) => {
+            // The providers file is read for the curl line: a bad one names the field.
+            throw err instanceof ConfigError ? new CliError(EXIT.usage, err.message) : err;
+          }),
+      ctx.values,
     );
     process.stderr.write(
       `\nproxy ${name} is Healthy: ${up.ip}:${up.port} on ${up.host}\n` +
