@@ -10,12 +10,13 @@ import {
   WorkflowUpdateStage,
 } from '@temporalio/client';
 import type { Client, WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
-import { proxyDeleteUpdate, proxyResizeUpdate, proxyStatusQuery } from '../contracts/messages.ts';
+import { proxyDeleteUpdate, proxyResizeUpdate } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { DeleteAccepted, ProxyOutcome, ProxySpec, ProxyStatus, VmSize } from '../contracts/proxy.ts';
 import { SA_PROXY_HEALTH, SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
 import type { proxyLifecycle } from '../workflows/index.ts';
 import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
+import { freshProxyStatus } from './health.ts';
 import { isTemporalUnavailable, TemporalUnavailableError } from './errors.ts';
 
 /** A proxy as visibility lists it: search attributes and memo, no query. */
@@ -227,16 +228,17 @@ export function sameSpec(result: Extract<StartResult, { started: false }>, spec:
   return result.spec !== undefined && canonicalSpec(result.spec) === canonicalSpec(spec);
 }
 
-/** The proxy's status query, under its own deadline (default STATUS_QUERY_TIMEOUT_MS). */
+/**
+ * The proxy's status, as fresh as its health monitor (client/health.ts: the status query with the
+ * monitor's last heartbeat merged in), under its own deadline (default STATUS_QUERY_TIMEOUT_MS).
+ */
 export async function proxyStatus(
   client: Client,
   entry: string,
   name: string,
   timeoutMs = STATUS_QUERY_TIMEOUT_MS,
 ): Promise<ProxyStatus> {
-  return withDeadline(client, 'the status query', timeoutMs, () =>
-    handleOf(client, entry, name).query(proxyStatusQuery),
-  );
+  return withDeadline(client, 'the status query', timeoutMs, () => freshProxyStatus(handleOf(client, entry, name)));
 }
 
 /** Asks the proxy to delete itself; undefined when no workflow has that ID. */
