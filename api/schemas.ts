@@ -3,21 +3,13 @@
 // document at /openapi.json. The value rules are the providers file's, read from
 // contracts/limits.ts (identifiers, VM sizes, ports).
 import { IDENTIFIER_RE, MAX_IDENTIFIER_LENGTH, PORT, VM_LIMITS } from '../contracts/limits.ts';
+import { PROXY_STATES } from '../contracts/proxy.ts';
 
 /** A lowercase identifier, contracts/limits.ts IDENTIFIER_RE: proxy names, entries, image keys, hosts. */
 export const IDENTIFIER_PATTERN = IDENTIFIER_RE.source;
 
-/** The proxy states of contracts/proxy.ts ProxyState. */
-export const PROXY_STATES = [
-  'Pending',
-  'WaitingForCapacity',
-  'Provisioning',
-  'Booting',
-  'Running',
-  'Deleting',
-  'Deleted',
-  'Failed',
-] as const;
+/** The proxy states (contracts/proxy.ts), for the list filter's enum and the metrics. */
+export { PROXY_STATES };
 
 /** The JSON schema of an identifier (contracts/limits.ts), for every route's fields that name one. */
 export const identifierSchema = {

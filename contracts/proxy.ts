@@ -20,8 +20,19 @@ export function proxyWorkflowId(entry: string, name: string): string {
   return `proxy/${entry}/${name}`;
 }
 
-export type ProxyState =
-  'Pending' | 'WaitingForCapacity' | 'Provisioning' | 'Booting' | 'Running' | 'Deleting' | 'Deleted' | 'Failed';
+/** Every state of a proxy, in lifecycle order (the API's enum and metrics read this list). */
+export const PROXY_STATES = [
+  'Pending',
+  'WaitingForCapacity',
+  'Provisioning',
+  'Booting',
+  'Running',
+  'Deleting',
+  'Deleted',
+  'Failed',
+] as const;
+
+export type ProxyState = (typeof PROXY_STATES)[number];
 
 /** A VM size; omitted fields take the provider entry's `vm` settings. */
 export interface VmSize {
