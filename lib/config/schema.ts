@@ -241,7 +241,7 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
     example: 'unhealthyAfter: 3',
   },
   'providers[].health.addressGracePolls': {
-    hint: 'polls a Running proxy may read without an address before it loses its IP (H3)',
+    hint: 'polls a Running proxy may read without an address before it loses its IP (H3 in docs/design.md)',
     example: 'addressGracePolls: 3',
   },
   'providers[].health.maxRecreations': {
