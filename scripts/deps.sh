@@ -7,7 +7,7 @@ ep_npm_deps() {
     return 0
   fi
   echo "deps: npm ci" >&2
-  (cd "$EP_ROOT" && npm ci --no-audit --no-fund --loglevel=error) || return 1
+  (cd "$EP_ROOT" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error) || return 1
   # ssh2 falls back to slow pure-JS crypto when its addon does not load: say so loudly.
   (cd "$EP_ROOT" && node -e "require('ssh2/lib/protocol/crypto/build/Release/sshcrypto.node')") 2>/dev/null ||
     echo "deps: warning: ssh2's native crypto did not build for $(node --version); SSH transfers will be slow" >&2
