@@ -148,9 +148,11 @@ describe('API fuzz from its OpenAPI document', { timeout: 600_000 }, () => {
 
   it('the document describes every route, with closed body schemas', () => {
     const ops = operations(doc);
-    assert.equal(ops.length, 11, ops.map((o) => `${o.method} ${o.path}`).join(', '));
-    const post = ops.find((o) => o.method === 'POST' && o.path === '/v1/proxies')!;
-    assert.equal((post.body as { additionalProperties?: boolean }).additionalProperties, false);
+    assert.equal(ops.length, 12, ops.map((o) => `${o.method} ${o.path}`).join(', '));
+    for (const path of ['/v1/proxies', '/v1/proxies/{entry}/{name}/resize']) {
+      const post = ops.find((o) => o.method === 'POST' && o.path === path)!;
+      assert.equal((post.body as { additionalProperties?: boolean }).additionalProperties, false, path);
+    }
   });
 
   it('no 5xx, invalid bodies are 400/413, and no workflow is started', async () => {
