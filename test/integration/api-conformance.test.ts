@@ -46,6 +46,9 @@ function schemathesis(url: string, token: string, seed: number): Promise<{ code:
     url,
     '--checks',
     'all',
+    // A deleted proxy stays readable as state Deleted by design (schemathesis.toml says why).
+    '--exclude-checks',
+    'use_after_free',
     '--phases',
     'examples,coverage,fuzzing,stateful',
     '--header',
