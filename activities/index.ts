@@ -6,6 +6,7 @@ import type { HostRegistry } from './hosts.ts';
 import type { WorkerMetrics } from './metrics.ts';
 import { createImageActivities } from './image.ts';
 import { createMonitorActivities } from './monitor.ts';
+import { createPoolActivities } from './pool.ts';
 import { createProxyActivities } from './proxy.ts';
 import { smokeGreet } from './smoke.ts';
 
@@ -27,6 +28,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createMonitorActivities(proxy),
     ...createImageActivities(deps.registry, deps.client, deps.taskQueue, deps.metrics),
     ...createFleetActivities(deps.registry, deps.client),
+    ...createPoolActivities(deps.client, deps.taskQueue),
   };
 }
 

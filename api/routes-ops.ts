@@ -29,11 +29,14 @@ export interface DiscoveredProxy {
 }
 
 /**
- * A proxy clients may use, from its status: Healthy True, Running, with an address. The search
+ * A proxy clients may use, from its status: Healthy True, Running, with an address, and (a pool's
+ * member) in its pool's discovery. The search
  * attributes that listed it may lag; the status query is the record.
  */
 export function discovered(st: ProxyStatus, nowMs: number): DiscoveredProxy | undefined {
   if (st.state !== 'Running' || st.conditions.Healthy.status !== 'True' || st.ip === undefined) return undefined;
+  // A pool's spare, or a member leaving its pool, is not handed out.
+  if (st.pool !== undefined && !st.pool.serving) return undefined;
   const since = Date.parse(st.runningSince ?? st.createdAt);
   const out: DiscoveredProxy = {
     address: `${st.ip}:${st.port}`,

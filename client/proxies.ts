@@ -10,14 +10,24 @@ import {
   WorkflowUpdateStage,
 } from '@temporalio/client';
 import type { Client, WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { proxyDeleteUpdate, proxyResizeUpdate } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { DeleteAccepted, ProxyOutcome, ProxySpec, ProxyStatus, VmSize } from '../contracts/proxy.ts';
-import { SA_PROXY_HEALTH, SA_PROXY_HEALTHY, SA_PROXY_HOST, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
+import {
+  SA_PROXY_HEALTH,
+  SA_PROXY_HEALTHY,
+  SA_PROXY_HOST,
+  SA_PROXY_POOL,
+  SA_PROXY_STATE,
+} from '../contracts/search-attributes.ts';
 import type { proxyLifecycle } from '../workflows/index.ts';
+import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
 import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
 import { freshProxyStatus } from './health.ts';
 import { isTemporalUnavailable, TemporalUnavailableError } from './errors.ts';
+
+const POOL_KEY = defineSearchAttributeKey(SA_PROXY_POOL, SearchAttributeType.KEYWORD);
 
 /** A proxy as visibility lists it: search attributes and memo, no query. */
 export interface ProxySummary {
@@ -55,6 +65,10 @@ export interface ProxyCallOptions {
 
 export interface StartProxyOptions extends ProxyCallOptions {
   taskQueue: string;
+  /** Workflow input beyond the spec (a pool's membership); not part of the spec compared on a conflict. */
+  extra?: Omit<ProxyWorkflowInput, keyof ProxySpec | 'carried'>;
+  /** The pool (`<entry>/<pool>`) the proxy is a member of: its ProxyPool search attribute. */
+  pool?: string;
   /** The run's summary in the Web UI. */
   staticSummary?: string;
 }
@@ -190,8 +204,9 @@ export async function startProxy(client: Client, spec: ProxySpec, o: StartProxyO
         client.workflow.start<typeof proxyLifecycle>(PROXY_WORKFLOW_TYPE, {
           taskQueue: o.taskQueue,
           workflowId: proxyWorkflowId(spec.entry, spec.name),
-          args: [spec],
+          args: [{ ...spec, ...o.extra }],
           memo: { spec, proxy: spec.name, entry: spec.entry },
+          ...(o.pool === undefined ? {} : { typedSearchAttributes: [{ key: POOL_KEY, value: o.pool }] }),
           workflowIdConflictPolicy: 'FAIL',
           workflowIdReusePolicy: 'ALLOW_DUPLICATE',
           ...(o.staticSummary === undefined ? {} : { staticSummary: o.staticSummary }),

@@ -16,6 +16,7 @@ import {
   SA_PROXY_HEALTH,
   SA_PROXY_HEALTHY,
   SA_PROXY_HOST,
+  SA_PROXY_POOL,
   SA_PROXY_STATE,
 } from '../contracts/search-attributes.ts';
 import type { providerHealthWorkflow } from '../workflows/index.ts';
@@ -92,6 +93,8 @@ export function listQuery(f: {
   health?: string;
   entry?: string;
   host?: string;
+  /** Members of the pool `<entry>/<pool>`. */
+  pool?: string;
   openOnly?: boolean;
 }): string {
   const q = (v: string): string => `'${v.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
@@ -101,6 +104,7 @@ export function listQuery(f: {
   if (f.health !== undefined) parts.push(`${SA_PROXY_HEALTH} = ${q(f.health)}`);
   if (f.entry !== undefined) parts.push(`${SA_PROVIDER_ENTRY} = ${q(f.entry)}`);
   if (f.host !== undefined) parts.push(`${SA_PROXY_HOST} = ${q(f.host)}`);
+  if (f.pool !== undefined) parts.push(`${SA_PROXY_POOL} = ${q(f.pool)}`);
   if (f.openOnly) parts.push(`ExecutionStatus = 'Running'`);
   return parts.join(' AND ');
 }

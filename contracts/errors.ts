@@ -37,6 +37,10 @@ export const CODES = {
   adoptionRefused: 'KVM2_ADOPTION_REFUSED',
   /** An allowedClientCidrs block admits every address and the open-proxy flag is off. */
   openProxyRefused: 'OPEN_PROXY_REFUSED',
+  /** A pool member's name is taken by a proxy with another spec: the member is not started. */
+  poolMemberConflict: 'POOL_MEMBER_CONFLICT',
+  /** A pool spec that is not valid (a field out of range, a bad name): the pool is not started. */
+  poolSpecInvalid: 'POOL_SPEC_INVALID',
 } as const;
 
 export type Code = (typeof CODES)[keyof typeof CODES];

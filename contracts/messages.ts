@@ -13,6 +13,18 @@ import {
   IMAGE_READY_SIGNAL,
   IMAGE_STATUS_QUERY,
 } from './image.ts';
+import type { MemberReport, PoolSpecPatch, PoolStatus, RollbackRequest, ScaleRequest } from './pool.ts';
+import {
+  MEMBER_SERVING_SIGNAL,
+  POOL_DELETE_UPDATE,
+  POOL_MEMBER_SIGNAL,
+  POOL_PAUSE_UPDATE,
+  POOL_RESUME_UPDATE,
+  POOL_ROLLBACK_UPDATE,
+  POOL_SCALE_UPDATE,
+  POOL_SPEC_UPDATE,
+  POOL_STATUS_QUERY,
+} from './pool.ts';
 import type { DeleteAccepted, ProxyStatus, VmSize } from './proxy.ts';
 import { PROXY_DELETE_UPDATE, PROXY_RESIZE_UPDATE, PROXY_STATUS_QUERY } from './proxy.ts';
 
@@ -24,6 +36,27 @@ export const proxyStatusQuery = defineQuery<ProxyStatus>(PROXY_STATUS_QUERY);
 export const proxyDeleteUpdate = defineUpdate<DeleteAccepted>(PROXY_DELETE_UPDATE);
 /** Resizes a Running proxy (restart included): returns the status with the new size. */
 export const proxyResizeUpdate = defineUpdate<ProxyStatus, [VmSize]>(PROXY_RESIZE_UPDATE);
+
+/** From a pool to its member: whether the member is in discovery (`serving`). */
+export const memberServingSignal = defineSignal<[{ serving: boolean }]>(MEMBER_SERVING_SIGNAL);
+
+// ---- the pool workflow (docs/pools.md) ------------------------------------------------------
+
+/** The pool's status: spec, counts, rollout, members. */
+export const poolStatusQuery = defineQuery<PoolStatus>(POOL_STATUS_QUERY);
+/** From a member: its summary changed. */
+export const poolMemberSignal = defineSignal<[MemberReport]>(POOL_MEMBER_SIGNAL);
+/** Sets the size (and spares); refused beyond the limits. Returns the status after the change. */
+export const poolScaleUpdate = defineUpdate<PoolStatus, [ScaleRequest]>(POOL_SCALE_UPDATE);
+/** Changes the spec; a new template starts a rollout. Refused when the result is not valid. */
+export const poolSpecUpdate = defineUpdate<PoolStatus, [PoolSpecPatch]>(POOL_SPEC_UPDATE);
+/** Pauses the rollout (failed members are still replaced). */
+export const poolPauseUpdate = defineUpdate<PoolStatus>(POOL_PAUSE_UPDATE);
+export const poolResumeUpdate = defineUpdate<PoolStatus>(POOL_RESUME_UPDATE);
+/** Rolls back to the given revision, or the last stable one; refused when there is none. */
+export const poolRollbackUpdate = defineUpdate<PoolStatus, [RollbackRequest]>(POOL_ROLLBACK_UPDATE);
+/** Deletes the pool and its members; the workflow ends once they are deleted. */
+export const poolDeleteUpdate = defineUpdate<PoolStatus>(POOL_DELETE_UPDATE);
 
 // ---- the ensure-image workflow and its waiters (proxies, warm) -----------------------------
 

@@ -129,6 +129,8 @@ export interface ProxyStatus {
   image?: ImageProgressStatus;
   /** How often the VM was recreated after disappearing or failing under a Running proxy. */
   recreations: number;
+  /** The pool this proxy is a member of, and whether the pool has it in discovery. */
+  pool?: { workflowId: string; serving: boolean };
   /** The console log's last lines, when boot failed. */
   consoleTail?: string[];
   /** RFC 3339 times. */

@@ -20,6 +20,9 @@ export const SA_PROVIDER_ENTRY = 'ProviderEntry';
 /** The libvirt host that runs the proxy's VM. */
 export const SA_PROXY_HOST = 'ProxyHost';
 
+/** The pool (`<entry>/<pool>`) a proxy is a member of, and the pool workflow's own. */
+export const SA_PROXY_POOL = 'ProxyPool';
+
 /** Every custom search attribute with its kind. The single source for registration. */
 export const CUSTOM_SEARCH_ATTRIBUTES = {
   [SA_PROXY_STATE]: 'Keyword',
@@ -27,6 +30,7 @@ export const CUSTOM_SEARCH_ATTRIBUTES = {
   [SA_PROXY_HEALTH]: 'Keyword',
   [SA_PROVIDER_ENTRY]: 'Keyword',
   [SA_PROXY_HOST]: 'Keyword',
+  [SA_PROXY_POOL]: 'Keyword',
 } as const satisfies Record<string, SearchAttributeKind>;
 
 export type CustomSearchAttributeName = keyof typeof CUSTOM_SEARCH_ATTRIBUTES;

@@ -6,3 +6,4 @@ export { ensureImageWorkflow } from './image.ts';
 export { orphanGcWorkflow, providerHealthWorkflow } from './fleet.ts';
 export { warmImageWorkflow } from './warm.ts';
 export { catalogWorkflow } from './catalog.ts';
+export { poolWorkflow } from './pool/index.ts';

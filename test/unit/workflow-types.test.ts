@@ -8,6 +8,7 @@ import { it } from 'node:test';
 import { CATALOG_WORKFLOW_TYPE } from '../../contracts/catalog.ts';
 import { GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
 import { IMAGE_WORKFLOW_TYPE } from '../../contracts/image.ts';
+import { POOL_WORKFLOW_TYPE } from '../../contracts/pool.ts';
 import { PROXY_WORKFLOW_TYPE } from '../../contracts/proxy.ts';
 import { SMOKE_WORKFLOW_TYPE } from '../../contracts/smoke.ts';
 import { WARM_WORKFLOW_TYPE } from '../../contracts/warm.ts';
@@ -22,6 +23,7 @@ it('each workflow type name is the name of the exported workflow function', () =
     [GC_WORKFLOW_TYPE, workflows.orphanGcWorkflow],
     [HEALTH_WORKFLOW_TYPE, workflows.providerHealthWorkflow],
     [CATALOG_WORKFLOW_TYPE, workflows.catalogWorkflow],
+    [POOL_WORKFLOW_TYPE, workflows.poolWorkflow],
   ];
   for (const [type, fn] of pairs) assert.equal(fn.name, type);
 });
@@ -35,6 +37,7 @@ it('every exported workflow has a type-name constant', () => {
     GC_WORKFLOW_TYPE,
     HEALTH_WORKFLOW_TYPE,
     CATALOG_WORKFLOW_TYPE,
+    POOL_WORKFLOW_TYPE,
   ]);
   assert.deepEqual(Object.keys(workflows).sort(), [...named].sort());
 });

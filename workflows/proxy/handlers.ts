@@ -5,12 +5,14 @@ import { ApplicationFailure, condition, setCurrentDetails, setHandler } from '@t
 import type { CancellationScope } from '@temporalio/workflow';
 import {
   imageProgressSignal,
+  memberServingSignal,
   proxyDeleteUpdate,
   proxyResizeUpdate,
   proxyStatusQuery,
 } from '../../contracts/messages.ts';
 import type { DeleteAccepted, ProxyStatus, VmSize } from '../../contracts/proxy.ts';
 import type { ImageWaiter } from '../image-join.ts';
+import { publish } from './publish.ts';
 import type { ProxyRun } from './state.ts';
 import { deleteProblem, detailsLine, resizeProblem, resizeTarget, withImageProgress } from './status.ts';
 
@@ -26,6 +28,15 @@ export function installHandlers(run: ProxyRun, main: CancellationScope, images: 
     // The Web UI's current details show the upload's progress (not history: no event).
     setCurrentDetails(detailsLine(run.status));
   });
+  if (run.input.pool !== undefined) {
+    // The pool's word on discovery: the status (which discovery reads) and the pool's report follow.
+    setHandler(memberServingSignal, ({ serving }) => {
+      const pool = run.status.pool;
+      if (pool === undefined || pool.serving === serving) return;
+      run.status = { ...run.status, pool: { ...pool, serving } };
+      publish(run);
+    });
+  }
   setHandler(
     proxyDeleteUpdate,
     () => {

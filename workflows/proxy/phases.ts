@@ -6,6 +6,7 @@ import { imageWorkflowId } from '../../contracts/image.ts';
 import type { EnsuredBase } from '../../contracts/image.ts';
 import { CODES } from '../../contracts/errors.ts';
 import { imageAttemptTimeoutMs } from '../../contracts/limits.ts';
+import type { HostSurvey } from '../../contracts/fleet.ts';
 import type { ResolvedProxy } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
@@ -42,11 +43,23 @@ export async function resolve(input: ProxyWorkflowInput): Promise<ResolvedProxy>
 async function place(run: ProxyRun, r: ResolvedProxy): Promise<string> {
   for (let attempt = 0; ; attempt++) {
     const survey = await rpc.surveyHosts({ entry: r.entry });
-    const pick = pickHost(survey, r.name);
+    const pick = pickHost(memberSurvey(survey, run.input), r.name);
     if (pick.host !== undefined) return pick.host;
     setState(run, 'WaitingForCapacity', pick.reason);
     await sleep(capacityBackoffMs(attempt));
   }
+}
+
+/**
+ * The hosts a pool member may go to: never an avoided one; the crowded ones (as many of the
+ * pool's members as they may hold) only when no other host is reachable. A proxy outside a pool: all.
+ */
+export function memberSurvey(survey: HostSurvey[], input: ProxyWorkflowInput): HostSurvey[] {
+  const pool = input.pool;
+  if (pool === undefined) return survey;
+  const allowed = survey.filter((s) => !(pool.avoidHosts ?? []).includes(s.host));
+  const roomy = allowed.filter((s) => s.reachable && !(pool.crowdedHosts ?? []).includes(s.host));
+  return roomy.length > 0 ? roomy : allowed;
 }
 
 /** Places, ensures the base and creates the VM; a full pool starts over from placement. */

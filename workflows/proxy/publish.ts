@@ -5,6 +5,7 @@ import { setCurrentDetails, upsertMemo } from '@temporalio/workflow';
 import type { ProxyState } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import { upsertProxySearchAttributes } from '../search-attributes.ts';
+import { reportToPool } from './pool-member.ts';
 import type { ProxyRun } from './state.ts';
 import { detailsLine, memoOf, publishedKey } from './status.ts';
 
@@ -18,6 +19,7 @@ export function publish(run: ProxyRun): void {
   upsertMemo(memoOf(run.status));
   setCurrentDetails(detailsLine(run.status));
   run.published = publishedKey(run.status);
+  reportToPool(run, run.status.updatedAt);
 }
 
 /**

@@ -28,8 +28,22 @@ export interface ProxyWorkflowInput extends ProxySpec {
    * and a timer per interval; kept for those runs and for the steady-state benchmark's comparison).
    */
   healthLoop?: 'monitor' | 'poll';
+  /** Set by a pool for its members (docs/pools.md); clients leave it unset. */
+  pool?: PoolMembership;
   /** Set by the previous run on continue-as-new; clients leave it unset. */
   carried?: CarriedProxy;
+}
+
+/** What a pool tells a member it starts: where to report, whether it serves, where to go. */
+export interface PoolMembership {
+  /** The pool workflow's ID: the member reports its changes there. */
+  workflowId: string;
+  /** In discovery from the start (a pool starts its members as spares: false). */
+  serving: boolean;
+  /** Hosts the member must not be placed on. */
+  avoidHosts?: string[];
+  /** Hosts with as many of the pool's members as they may hold: others are preferred. */
+  crowdedHosts?: string[];
 }
 
 /** A permanent failure of the lifecycle: the proxy ends Failed with this reason. */
@@ -66,6 +80,8 @@ export class ProxyRun {
   polls = 0;
   /** What the last publish upserted (publishedKey): the monitor loop upserts only when it changes. */
   published: string | undefined;
+  /** What the member last reported to its pool (reportKey). */
+  reported: string | undefined;
 
   readonly input: ProxyWorkflowInput;
 
@@ -73,6 +89,9 @@ export class ProxyRun {
     this.input = input;
     const carried = input.carried;
     this.status = carried?.status ?? initialStatus(input, at);
+    if (input.pool !== undefined && this.status.pool === undefined) {
+      this.status = { ...this.status, pool: { workflowId: input.pool.workflowId, serving: input.pool.serving } };
+    }
     this.resolved = carried?.resolved;
     this.missedPolls = carried?.missedPolls ?? 0;
     this.startedAtMs = carried?.startedAtMs;

@@ -1,0 +1,47 @@
+// A proxy that belongs to a pool: it reports every change of its summary (state, health, host,
+// address, role) to the pool workflow, and applies the role the pool gives it (in discovery or
+// not). A proxy started outside a pool does neither, so its history is what it was.
+import { getExternalWorkflowHandle } from '@temporalio/workflow';
+import { poolMemberSignal } from '../../contracts/messages.ts';
+import type { MemberReport } from '../../contracts/pool.ts';
+import type { ProxyStatus } from '../../contracts/proxy.ts';
+import type { ProxyRun } from './state.ts';
+
+/** The summary a member sends its pool. */
+export function memberReport(st: ProxyStatus, at: string): MemberReport {
+  const r: MemberReport = {
+    name: st.name,
+    state: st.state,
+    health: st.conditions.Healthy.status,
+    healthSince: st.conditions.Healthy.since,
+    port: st.port,
+    serving: st.pool?.serving ?? false,
+    at,
+  };
+  if (st.host !== undefined) r.host = st.host;
+  if (st.ip !== undefined) r.ip = st.ip;
+  if (st.lastError !== undefined) r.lastError = `${st.lastError.code}: ${st.lastError.message}`;
+  return r;
+}
+
+/** What a report is made of, without its time: a report goes out only when this changes. */
+function reportKey(r: MemberReport): string {
+  const { at: _at, lastError: _e, ...rest } = r;
+  return JSON.stringify(rest);
+}
+
+/**
+ * Sends the pool the member's summary when it changed since the last report. The signal is not
+ * awaited by the caller: a pool that is gone (deleted before its member) is no error of the member.
+ */
+export function reportToPool(run: ProxyRun, at: string): void {
+  const pool = run.input.pool;
+  if (pool === undefined) return;
+  const report = memberReport(run.status, at);
+  const key = reportKey(report);
+  if (key === run.reported) return;
+  run.reported = key;
+  getExternalWorkflowHandle(pool.workflowId)
+    .signal(poolMemberSignal, report)
+    .catch(() => undefined);
+}
