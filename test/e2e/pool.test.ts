@@ -1,0 +1,294 @@
+/**
+ * A pool end to end, with real Squid guests on both test hosts: a worker process, a providers
+ * file with one entry over ep-h1 and ep-h2 and two image keys of the same image (served by a
+ * loopback mirror), and a health target on ep-h1's root-side address. Each check prints one row:
+ *
+ *   pool ready      size 2 reaches Ready: two members Healthy and in discovery, one per host
+ *   VM destroyed    one member's domain destroyed behind the system's back (virsh destroy):
+ *                   the pool is back to 2 available (the member's VM recreated or the member replaced)
+ *   rolling update  the template's image key changes with maxSurge 1, maxUnavailable 0 while a
+ *                   prober asks the pool every second for its discovery list and CONNECTs through
+ *                   each listed member (from inside the member's host): at no sample do fewer than
+ *                   2 answer; every member ends on the new key
+ *   delete          the pool's delete ends its workflow Deleted; no domain of the entry is left
+ *
+ *   test/e2e/run pool     (builds or reuses the image first)
+ *
+ * Every wait is bounded; everything this run creates is removed on every path. Traffic goes only
+ * to loopback and to the test hosts (CONNECTs are sent from inside the member's host namespace).
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { poolDeleteUpdate, poolSpecUpdate, poolStatusQuery } from '../../contracts/messages.ts';
+import { POOL_WORKFLOW_TYPE, poolAddresses, poolWorkflowId } from '../../contracts/pool.ts';
+import type { PoolSpec, PoolStatus } from '../../contracts/pool.ts';
+import { PROXY_DELETE_UPDATE, proxyWorkflowId } from '../../contracts/proxy.ts';
+import type { poolWorkflow } from '../../workflows/pool/index.ts';
+import { sleep, within } from '../support/bounded.ts';
+import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
+import type { WorkerProcess } from '../support/fleet.ts';
+import { ImageMirror, sha256Hex } from '../support/mirror.ts';
+import { startTarget } from '../support/target.ts';
+import type { Target } from '../support/target.ts';
+import { connectClient, uniqueId } from '../support/temporal.ts';
+import { domainsOf, inHost, loadTestHosts, virsh } from '../support/testhosts.ts';
+import type { TestHost } from '../support/testhosts.ts';
+
+const run = Date.now().toString(36);
+const entry = `pl${run}`;
+const owner = `e2e-pool-${run}`;
+const key1 = `a${run}`;
+const key2 = `b${run}`;
+const POOL = 'web';
+const SIZE = 2;
+const READY_BOUND_MS = 8 * 60_000;
+const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
+const say = (line: string): void => void process.stdout.write(`e2e-pool: ${line}\n`);
+
+describe(
+  'a pool of real proxies: ready, a VM lost, a rolling update without a gap, delete',
+  { timeout: 40 * 60_000 },
+  () => {
+    let hosts: TestHost[];
+    let client: Client;
+    let mirror: ImageMirror;
+    let target: Target;
+    let tmp: string;
+    let worker: WorkerProcess | undefined;
+    let pool: WorkflowHandle<typeof poolWorkflow>;
+    const rows: string[] = [];
+    /** Every member name the pool reported (their workflows must all have ended at the end). */
+    const seen = new Set<string>();
+    const row = (check: string, value: string, ok = true): void => {
+      rows.push(`| ${check} | ${ok ? '' : 'FAILED: '}${value} |`);
+      say(`${ok ? 'ok  ' : 'FAIL'} ${check.padEnd(16)} ${value}`);
+    };
+    const status = (): Promise<PoolStatus> => within(pool.query(poolStatusQuery), 20_000, 'the pool status query');
+    /** Polls the pool until `done` holds (printing each change of its summary), bounded. */
+    const until = async (done: (s: PoolStatus) => boolean, boundMs: number, what: string): Promise<PoolStatus> => {
+      const deadline = performance.now() + boundMs;
+      let last = '';
+      let st: PoolStatus | undefined;
+      for (;;) {
+        st = await status().catch(() => st);
+        if (st) {
+          for (const m of st.members) seen.add(m.name);
+          const line = `${st.phase} desired ${st.desired} healthy ${st.healthy} available ${st.available} updated ${st.updated} | ${st.members.map((m) => `${m.name}@${m.host ?? '-'} ${m.state}/${m.healthy}/${m.role}${m.available ? '*' : ''}`).join(', ')}`;
+          if (line !== last) say(line);
+          last = line;
+          if (done(st)) return st;
+        }
+        if (performance.now() > deadline) assert.fail(`${what}: not within ${boundMs} ms; last ${JSON.stringify(st)}`);
+        await sleep(1000);
+      }
+    };
+    /** A CONNECT through the member at `address` to the target, sent from inside `host`: the CONNECT's status. */
+    const connectThrough = async (host: TestHost, address: string): Promise<number> => {
+      const script =
+        `curl -s -o /dev/null --max-time 5 -x 'http://${address}' -p 'http://${hosts[0]!.rootSideAddress}:${target.port}/'` +
+        ` -w '%{http_connect}'; true`;
+      const out = await inHost(host, ['sh', '-c', script], 15_000).catch(() => '000');
+      return Number(out.trim().slice(-3)) || 0;
+    };
+    const hostNamed = (name: string | undefined): TestHost | undefined => hosts.find((h) => h.name === name);
+
+    before(async () => {
+      hosts = loadTestHosts().filter((h) => h.name === 'ep-h1' || h.name === 'ep-h2');
+      assert.equal(hosts.length, 2, 'test hosts ep-h1 and ep-h2 are described (test/hosts/testhost up 2)');
+      const path = process.env['EP_E2E_IMAGE'];
+      assert.ok(path, 'EP_E2E_IMAGE names the test image (test/e2e/run builds it)');
+      const image = await readFile(path);
+      const sha = (await readFile(`${path}.sha256`, 'utf8')).split(/\s+/)[0]!;
+      assert.equal(sha256Hex(image), sha);
+      tmp = await mkdtemp(join(tmpdir(), 'ep-e2e-pool-'));
+      client = await connectClient();
+      mirror = await ImageMirror.start();
+      target = await startTarget(hosts[0]!.rootSideAddress, 'hello from the pool target\n');
+      const config = fleetConfig({
+        entry,
+        ownerUid: owner,
+        hosts,
+        images: {
+          [key1]: { url: mirror.serve(`/${entry}/a.qcow2`, image), sha256: sha },
+          [key2]: { url: mirror.serve(`/${entry}/b.qcow2`, image), sha256: sha },
+        },
+        health: { intervalMs: 2_000, probeTimeoutMs: 5_000, healthyAfter: 2, unhealthyAfter: 3 },
+        timeouts: { rpcMs: 60_000, downloadBodyIdleMs: 30_000, downloadTotalMs: 600_000, bootMs: 300_000 },
+      });
+      const e = config.providers[0]!;
+      e.vm = { vcpus: 1, memoryMiB: 512, diskGiB: 4 };
+      e.health.target = `${hosts[0]!.rootSideAddress}:${target.port}`;
+      e.squid.allowDestinations = [`${hosts[0]!.rootSideAddress}/32`];
+      e.squid.allowedClientCidrs = hosts.map((h) => String(h['networkCidr']));
+      const providersFile = await writeProvidersFile(tmp, config);
+      const taskQueue = uniqueId('e2e-pool');
+      worker = await spawnWorker(providersFile, taskQueue, 120_000);
+      const spec: PoolSpec = {
+        entry,
+        name: POOL,
+        size: SIZE,
+        template: { imageKey: key1 },
+        rollout: { maxSurge: 1, maxUnavailable: 0, minHealthyMs: 5_000, progressDeadlineMs: 15 * 60_000 },
+        replacement: { unhealthyGraceMs: 30_000 },
+        drainDelayMs: 3_000,
+      };
+      pool = await client.workflow.start<typeof poolWorkflow>(POOL_WORKFLOW_TYPE, {
+        workflowId: poolWorkflowId(entry, POOL),
+        taskQueue,
+        args: [{ spec }],
+      });
+      say(`entry ${entry}, pool ${pool.workflowId}, task queue ${taskQueue}, worker pid ${worker.child.pid}`);
+    });
+
+    after(async () => {
+      const d = await pool?.describe().catch(() => undefined);
+      if (d?.status.name === 'RUNNING') {
+        await within(pool.executeUpdate(poolDeleteUpdate), 30_000, 'delete the pool').catch(() => undefined);
+        await within(pool.result(), 5 * 60_000, 'the pool to end').catch((err: unknown) =>
+          say(`cleanup: ${String(err)}`),
+        );
+      }
+      // Members a failed run left: their workflows delete their VMs; then anything still there goes by hand.
+      for await (const wf of client.workflow.list({
+        query: `ProxyPool = '${entry}/${POOL}' AND ExecutionStatus = 'Running'`,
+      })) {
+        const h = client.workflow.getHandle(wf.workflowId);
+        await within(h.executeUpdate(PROXY_DELETE_UPDATE), 30_000, `delete ${wf.workflowId}`).catch(() => undefined);
+        await within(h.result(), 120_000, `${wf.workflowId} to end`).catch(() => undefined);
+      }
+      await worker?.stop().catch(() => worker?.kill());
+      for (const h of hosts ?? []) {
+        for (const dom of await domainsOf(h, entry).catch(() => [] as string[])) {
+          await virsh(h, 'destroy', dom).catch(() => '');
+          await virsh(h, 'undefine', dom).catch(() => '');
+        }
+        const vols = (await virsh(h, 'vol-list', h.pool).catch(() => ''))
+          .split('\n')
+          .map((l) => l.trim().split(/\s+/)[0] ?? '')
+          .filter((v) => v.includes(entry) || v.includes(key1) || v.includes(key2));
+        for (const v of vols) await virsh(h, 'vol-delete', '--pool', h.pool, v).catch(() => '');
+      }
+      await target?.close();
+      await mirror?.close();
+      if (tmp) await rm(tmp, { recursive: true, force: true });
+      if (rows.length > 0) {
+        say('| check | measured |');
+        say('|---|---|');
+        for (const r of rows) say(r);
+      }
+    });
+
+    it('pool ready: two members Healthy in discovery, one on each host', async () => {
+      const t0 = performance.now();
+      const st = await until((s) => s.phase === 'Ready' && s.available === SIZE, READY_BOUND_MS, 'the pool Ready');
+      const onHosts = new Set(st.members.map((m) => m.host));
+      row(
+        'pool ready',
+        `${st.available}/${SIZE} available in ${secs(performance.now() - t0)}, hosts ${[...onHosts].join(', ')}`,
+        onHosts.size === 2,
+      );
+      assert.equal(onHosts.size, 2, 'the members are spread over both hosts');
+      for (const a of poolAddresses(st)) {
+        const m = st.members.find((x) => x.name === a.name)!;
+        assert.equal(
+          await connectThrough(hostNamed(m.host)!, a.address),
+          200,
+          `a CONNECT through ${a.name} answers 200`,
+        );
+      }
+    });
+
+    it('VM destroyed: the pool is back to two available', async () => {
+      const before = await status();
+      const victim = before.members[0]!;
+      const host = hostNamed(victim.host)!;
+      const domain = `ep_${entry}_${victim.name}`;
+      const t0 = performance.now();
+      await virsh(host, 'destroy', domain);
+      say(`destroyed ${domain} on ${host.name}`);
+      // First the loss is seen (the member is not available), then the pool is whole again.
+      await until(
+        (s) => s.available < SIZE || !s.members.some((m) => m.name === victim.name && m.available),
+        3 * 60_000,
+        'the loss seen',
+      );
+      const st = await until(
+        (s) => s.phase === 'Ready' && s.available === SIZE,
+        READY_BOUND_MS,
+        'the pool whole again',
+      );
+      const replaced = !st.members.some((m) => m.name === victim.name);
+      row(
+        'VM destroyed',
+        `${SIZE}/${SIZE} available again after ${secs(performance.now() - t0)} (${replaced ? `${victim.name} replaced` : `${victim.name}'s VM recreated`}; replacements ${st.replacements})`,
+      );
+    });
+
+    it('rolling update: a new image key rolls through and discovery never drops below two', async () => {
+      const samples: { listed: number; answered: number }[] = [];
+      let probing = true;
+      const prober = (async () => {
+        for (let i = 0; probing && i < 1200; i++) {
+          const t = performance.now();
+          const st = await status().catch(() => undefined);
+          if (st) {
+            const listed = poolAddresses(st);
+            const codes = await Promise.all(
+              listed.map((a) => {
+                const h = hostNamed(st.members.find((m) => m.name === a.name)?.host);
+                return h ? connectThrough(h, a.address) : Promise.resolve(0);
+              }),
+            );
+            samples.push({ listed: listed.length, answered: codes.filter((c) => c === 200).length });
+          }
+          await sleep(Math.max(0, 1000 - (performance.now() - t)));
+        }
+      })();
+      const t0 = performance.now();
+      try {
+        const accepted = await pool.executeUpdate(poolSpecUpdate, { args: [{ template: { imageKey: key2 } }] });
+        assert.equal(accepted.revision, 2);
+        const st = await until(
+          (s) =>
+            s.phase === 'Ready' &&
+            s.revision === 2 &&
+            s.members.every((m) => m.imageKey === key2) &&
+            s.members.length === SIZE,
+          2 * READY_BOUND_MS,
+          'the rollout done',
+        );
+        assert.equal(st.available, SIZE);
+      } finally {
+        probing = false;
+        await prober;
+      }
+      const fewest = Math.min(...samples.map((s) => s.answered));
+      const ok = samples.length > 10 && fewest >= SIZE;
+      row(
+        'rolling update',
+        `done in ${secs(performance.now() - t0)}; ${samples.length} samples, fewest answering ${fewest}, most listed ${Math.max(...samples.map((s) => s.listed))}`,
+        ok,
+      );
+      assert.ok(samples.length > 10, 'the prober took samples');
+      assert.ok(fewest >= SIZE, `at every sample at least ${SIZE} members answered: ${JSON.stringify(samples)}`);
+    });
+
+    it('delete: the pool ends Deleted and leaves no domain of the entry', async () => {
+      await pool.executeUpdate(poolDeleteUpdate);
+      const end = await within(pool.result(), 5 * 60_000, 'the pool to end');
+      assert.equal(end.phase, 'Deleted');
+      const left = (await Promise.all(hosts.map((h) => domainsOf(h, entry)))).flat();
+      row('delete', `Deleted; ${left.length} domains of the entry left`, left.length === 0);
+      assert.deepEqual(left, []);
+      assert.ok(seen.size >= 2 * SIZE, `members seen over the run: ${[...seen].join(', ')}`);
+      for (const name of seen) {
+        const d = await client.workflow.getHandle(proxyWorkflowId(entry, name)).describe();
+        assert.notEqual(d.status.name, 'RUNNING', `${name}'s workflow ended`);
+      }
+    });
+  },
+);
