@@ -15,6 +15,7 @@ import {
   createProxy,
   deleteProxy,
   getProxy,
+  hostCapacity,
   hostHealth,
   listProxies,
   readConsoleTail,
@@ -51,11 +52,19 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
       const ownerUid = registry.ownerUid;
       return Promise.all(
         registry.hosts(input.entry).map(async ({ entry, host, links }): Promise<HostSurvey> => {
-          const base = { entry: entry.name, host: host.name, weight: host.weight };
+          const base = {
+            entry: entry.name,
+            host: host.name,
+            weight: host.weight,
+            memoryOvercommit: host.memoryOvercommit,
+            cpuOvercommit: host.cpuOvercommit,
+            ...(host.maxProxies === undefined ? {} : { maxProxies: host.maxProxies }),
+          };
           try {
             const call = { timeoutMs: entry.timeouts.rpcMs };
             const health = await links.call((c, budget) => hostHealth(c, entry.storagePool, budget), call);
             const proxies = await listProxies(links, { entry: entry.name, ownerUid }, call);
+            const capacity = await links.call((c, budget) => hostCapacity(c, budget), call);
             return {
               ...base,
               reachable: true,
@@ -65,6 +74,11 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
               poolAvailableBytes: health.pool.availableBytes,
               poolCapacityBytes: health.pool.capacityBytes,
               proxies: proxies.length,
+              memoryTotalMiB: capacity.memoryTotalMiB,
+              memoryFreeMiB: capacity.memoryFreeMiB,
+              memoryCommittedMiB: capacity.memoryCommittedMiB,
+              cpus: capacity.cpus,
+              vcpusCommitted: capacity.vcpusCommitted,
             };
           } catch (err) {
             return { ...base, reachable: false, error: describe(err) };
@@ -124,7 +138,9 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
 
     /**
      * Health of every host of `entry`, on each host's pooled link: reachable, round trip, versions,
-     * pool space and how many of our proxies it holds. An unreachable host is reported, not thrown.
+     * pool space, how many of our proxies it holds, its memory and CPUs with what the running
+     * domains take of them, and its limits from the providers file (placement's input). An
+     * unreachable host is reported, not thrown.
      */
     async surveyHosts(input: { entry: string }): Promise<HostSurvey[]> {
       const cached = surveys.get(input.entry);

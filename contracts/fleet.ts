@@ -9,6 +9,14 @@ export const HEALTH_SCHEDULE_ID = 'egress-proxies-provider-health';
 /** Query name both fleet workflows answer with their result so far. */
 export const FLEET_RESULT_QUERY = 'result';
 
+/** Default `memoryOvercommit` of a host: no overcommit (a guest that touches all its memory gets it). */
+export const DEFAULT_MEMORY_OVERCOMMIT = 1;
+/**
+ * Default `cpuOvercommit` of a host: vCPUs are time-shared and a proxy's Squid mostly waits on the
+ * network, so 4 vCPUs per CPU (OpenStack's initial CPU allocation ratio, as 1.0 is its RAM one).
+ */
+export const DEFAULT_CPU_OVERCOMMIT = 4;
+
 /** One host as seen by a health survey (placement and the provider-health schedule). */
 export interface HostSurvey {
   entry: string;
@@ -23,6 +31,22 @@ export interface HostSurvey {
   poolCapacityBytes?: number;
   /** Domains carrying this installation's mark for the entry. */
   proxies?: number;
+  /**
+   * Capacity (absent in surveys recorded before placement read it; a missing figure never keeps
+   * a proxy off a host). Memory from NODE_GET_INFO, free memory (free + buffers + cache) from
+   * NODE_GET_MEMORY_STATS, committed = the maximum memory and vCPUs of every active domain on the
+   * host, ours and others'.
+   */
+  memoryTotalMiB?: number;
+  memoryFreeMiB?: number;
+  memoryCommittedMiB?: number;
+  cpus?: number;
+  vcpusCommitted?: number;
+  /** The host's limits from the providers file: committed + need ≤ total × overcommit. */
+  memoryOvercommit?: number;
+  cpuOvercommit?: number;
+  /** At most this many of our proxies on the host (absent: no limit). */
+  maxProxies?: number;
   /** Why the host is unreachable: `code: message`. */
   error?: string;
 }

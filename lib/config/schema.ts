@@ -16,6 +16,7 @@ import {
 } from '../rules.ts';
 import { openBlocks } from '../../contracts/cidr.ts';
 import { PORT, VM_LIMITS } from '../../contracts/limits.ts';
+import { DEFAULT_CPU_OVERCOMMIT, DEFAULT_MEMORY_OVERCOMMIT } from '../../contracts/fleet.ts';
 import { checkCidr, EGRESS_FIELD_HELP, egressFields, egressIssues } from './egress.ts';
 
 /** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters (contracts/limits.ts). */
@@ -55,6 +56,12 @@ export const HostSchema = z.strictObject({
   knownHostsFile: absolutePath(),
   socketPath: absolutePath().default(DEFAULT_LIBVIRT_SOCKET),
   weight: z.int().min(1).max(1_000_000).default(1),
+  /** At most this many of our proxies of the entry on the host; absent: no limit (0: none). */
+  maxProxies: z.int().min(0).max(1_000_000).optional(),
+  /** Memory of active domains may reach the host's memory × this (1: no overcommit). */
+  memoryOvercommit: z.number().min(0.1).max(100).default(DEFAULT_MEMORY_OVERCOMMIT),
+  /** vCPUs of active domains may reach the host's CPUs × this. */
+  cpuOvercommit: z.number().min(0.1).max(1000).default(DEFAULT_CPU_OVERCOMMIT),
 });
 
 export const VmSchema = z.strictObject({
@@ -274,6 +281,18 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
     example: 'socketPath: /var/run/libvirt/libvirt-sock',
   },
   'providers[].hosts[].weight': { hint: 'a positive integer share of new proxies', example: 'weight: 1' },
+  'providers[].hosts[].maxProxies': {
+    hint: 'the most proxies of this entry the host holds (0-1000000; omit for no limit); a proxy that finds every host full waits in WaitingForCapacity',
+    example: 'maxProxies: 20',
+  },
+  'providers[].hosts[].memoryOvercommit': {
+    hint: 'a ratio from 0.1 to 100: the maximum memory of the domains running on the host may add up to its memory times this (1: no overcommit)',
+    example: 'memoryOvercommit: 1',
+  },
+  'providers[].hosts[].cpuOvercommit': {
+    hint: 'a ratio from 0.1 to 1000: the vCPUs of the domains running on the host may add up to its CPUs times this',
+    example: 'cpuOvercommit: 4',
+  },
   'providers[].storagePool': { hint: 'the libvirt storage pool name', example: 'storagePool: default' },
   'providers[].network': { hint: 'the libvirt network name', example: 'network: default' },
   'providers[].domainType': { hint: 'kvm (hardware) or qemu (TCG emulation)', example: 'domainType: kvm' },

@@ -14,6 +14,8 @@ export { ensureImage, findImage, PROGRESS_INTERVAL_MS } from './images/ensure.ts
 export type { EnsureImageInput, EnsuredImage, ImageProgress, ImageSpec, ImageTimeouts } from './images/ensure.ts';
 export { hostHealth, versionString } from './health.ts';
 export type { HostHealth } from './health.ts';
+export { hostCapacity } from './capacity.ts';
+export type { HostCapacity } from './capacity.ts';
 export { hostLinksOptions, hostTarget } from './host-transport.ts';
 export { proxyObjectNames } from './proxy/object-names.ts';
 export type { ProxyIdentity, ProxyObjectNames } from './proxy/object-names.ts';

@@ -38,6 +38,33 @@ export interface VolInfo {
   allocation: bigint;
 }
 
+export interface NodeInfo {
+  /** CPU model, e.g. `x86_64`. */
+  model: string;
+  /** Physical memory in KiB. */
+  memoryKiB: bigint;
+  /** Active CPUs. */
+  cpus: number;
+  mhz: number;
+  nodes: number;
+  sockets: number;
+  cores: number;
+  threads: number;
+}
+
+export interface DomainInfo {
+  state: number;
+  /** The most memory the domain may use, in KiB. */
+  maxMemKiB: bigint;
+  /** The memory it has now (after ballooning), in KiB. */
+  memoryKiB: bigint;
+  vcpus: number;
+  cpuTimeNs: bigint;
+}
+
+/** VIR_NODE_MEMORY_STATS_ALL_CELLS: the whole host rather than one NUMA cell. */
+export const ALL_CELLS = -1;
+
 export interface DomainStateInfo {
   state: number;
   reason: number;
@@ -156,6 +183,33 @@ export class LibvirtClient {
     return (await this.#call(Proc.CONNECT_GET_LIB_VERSION, P.empty, undefined, P.getLibVersionRet, o)).lib_ver;
   }
 
+  // --- node ---------------------------------------------------------------------------------
+  async nodeGetInfo(o?: CallOptions): Promise<NodeInfo> {
+    const r = await this.#call(Proc.NODE_GET_INFO, P.empty, undefined, P.nodeGetInfoRet, o);
+    const end = r.model.indexOf(0);
+    const model = String.fromCharCode(...(end < 0 ? r.model : r.model.slice(0, end)).map((c) => c & 0xff));
+    const { cpus, mhz, nodes, sockets, cores, threads } = r;
+    return { model, memoryKiB: r.memory, cpus, mhz, nodes, sockets, cores, threads };
+  }
+  /**
+   * The host's memory figures in KiB by name (`total`, `free`, `buffers`, `cached` on Linux):
+   * asks for their count first, as the daemon refuses any other count.
+   */
+  async nodeGetMemoryStats(cellNum = ALL_CELLS, o?: CallOptions): Promise<Map<string, bigint>> {
+    const ask = (nparams: number) =>
+      this.#call(
+        Proc.NODE_GET_MEMORY_STATS,
+        P.nodeGetMemoryStatsArgs,
+        { nparams, cellNum, flags: 0 },
+        P.nodeGetMemoryStatsRet,
+        o,
+      );
+    const { nparams } = await ask(0);
+    if (nparams <= 0) return new Map();
+    const { params } = await ask(nparams);
+    return new Map(params.map((p) => [p.field, p.value]));
+  }
+
   // --- domains ------------------------------------------------------------------------------
   async domainLookupByName(name: string, o?: CallOptions): Promise<Domain> {
     return (await this.#call(Proc.DOMAIN_LOOKUP_BY_NAME, P.nameArgs, { name }, P.domainRet, o)).dom;
@@ -188,6 +242,10 @@ export class LibvirtClient {
   async domainUndefine(dom: Domain, flags = 0, o?: CallOptions): Promise<void> {
     if (flags === 0) await this.#call(Proc.DOMAIN_UNDEFINE, P.domainArgs, { dom }, P.empty, o);
     else await this.#call(Proc.DOMAIN_UNDEFINE_FLAGS, P.domainFlagsArgs, { dom, flags }, P.empty, o);
+  }
+  async domainGetInfo(dom: Domain, o?: CallOptions): Promise<DomainInfo> {
+    const r = await this.#call(Proc.DOMAIN_GET_INFO, P.domainArgs, { dom }, P.domainGetInfoRet, o);
+    return { state: r.state, maxMemKiB: r.maxMem, memoryKiB: r.memory, vcpus: r.nrVirtCpu, cpuTimeNs: r.cpuTime };
   }
   async domainGetState(dom: Domain, o?: CallOptions): Promise<DomainStateInfo> {
     return this.#call(Proc.DOMAIN_GET_STATE, P.domainFlagsArgs, { dom, flags: 0 }, P.domainGetStateRet, o);

@@ -1,7 +1,19 @@
 /**
  * XDR schemas of the remote_protocol.x structures this client uses. Pure data: no I/O.
  */
-import { array, int32, int64, opaque, option, struct, uint32, uint64, utf8String, voidType } from '../xdr/index.ts';
+import {
+  array,
+  fixedArray,
+  int32,
+  int64,
+  opaque,
+  option,
+  struct,
+  uint32,
+  uint64,
+  utf8String,
+  voidType,
+} from '../xdr/index.ts';
 import type { Infer, XdrType } from '../xdr/index.ts';
 import { Limits, ListMax } from './constants.ts';
 
@@ -47,6 +59,29 @@ export const supportsFeatureRet = struct('remote_connect_supports_feature_ret', 
 export const getVersionRet = struct('remote_connect_get_version_ret', { hv_ver: uint64() });
 export const getLibVersionRet = struct('remote_connect_get_lib_version_ret', { lib_ver: uint64() });
 
+// --- node -------------------------------------------------------------------------------------
+/** `char model[32]`: rpcgen sends each char in a whole four-byte word. */
+export const nodeGetInfoRet = struct('remote_node_get_info_ret', {
+  model: fixedArray(int32(), 32),
+  memory: uint64(), // KiB
+  cpus: int32(),
+  mhz: int32(),
+  nodes: int32(),
+  sockets: int32(),
+  cores: int32(),
+  threads: int32(),
+});
+export const nodeGetMemoryStatsArgs = struct('remote_node_get_memory_stats_args', {
+  nparams: int32(),
+  cellNum: int32(),
+  flags: uint32(),
+});
+export const nodeMemoryStat = struct('remote_node_get_memory_stats', { field: nonnullString, value: uint64() });
+export const nodeGetMemoryStatsRet = struct('remote_node_get_memory_stats_ret', {
+  params: array(nodeMemoryStat, ListMax.NODE_MEMORY_STATS),
+  nparams: int32(),
+});
+
 // --- domains ----------------------------------------------------------------------------------
 export const domainArgs = struct('remote_domain_args', { dom: nonnullDomain });
 export const domainFlagsArgs = struct('remote_domain_flags_args', { dom: nonnullDomain, flags: uint32() });
@@ -56,6 +91,14 @@ export const uuidArgs = struct('remote_uuid_args', { uuid: remoteUuid });
 export const xmlArgs = struct('remote_xml_args', { xml: nonnullString });
 export const xmlFlagsArgs = struct('remote_xml_flags_args', { xml: nonnullString, flags: uint32() });
 export const xmlRet = struct('remote_xml_ret', { xml: nonnullString });
+/** `unsigned char state` and `unsigned short nrVirtCpu` each take a whole word on the wire. */
+export const domainGetInfoRet = struct('remote_domain_get_info_ret', {
+  state: uint32(),
+  maxMem: uint64(), // KiB
+  memory: uint64(), // KiB
+  nrVirtCpu: uint32(),
+  cpuTime: uint64(),
+});
 export const domainGetStateRet = struct('remote_domain_get_state_ret', { state: int32(), reason: int32() });
 export const domainSetMetadataArgs = struct('remote_domain_set_metadata_args', {
   dom: nonnullDomain,

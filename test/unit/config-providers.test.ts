@@ -74,6 +74,8 @@ describe('parseProvidersYaml: valid input and defaults', () => {
       knownHostsFile: '/keys/known_hosts',
       socketPath: '/var/run/libvirt/libvirt-sock',
       weight: 1,
+      memoryOvercommit: 1,
+      cpuOvercommit: 4,
     });
     assert.equal(entry.storagePool, 'default');
     assert.equal(entry.network, 'default');
@@ -416,7 +418,7 @@ describe('parseProvidersYaml: each problem names the field and the fix', () => {
     assert.equal(typo.message, 'is not a known key');
     assert.match(
       typo.fix,
-      /^did you mean keyFile\? remove or rename it; allowed keys here: name, address, port, user, keyFile, passphraseFile, knownHostsFile, socketPath, weight$/,
+      /^did you mean keyFile\? remove or rename it; allowed keys here: name, address, port, user, keyFile, passphraseFile, knownHostsFile, socketPath, weight, maxProxies, memoryOvercommit, cpuOvercommit$/,
     );
     issueAt(issues, 'providers[0].hosts[0].keyFile');
     const unknown = issueAt(issues, 'providers[0].colour');

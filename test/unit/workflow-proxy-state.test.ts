@@ -57,7 +57,7 @@ describe('pickHost', () => {
       host('h2', { poolAvailableBytes: PLACEMENT_NEED_BYTES }),
     ];
     for (let i = 0; i < 50; i++) assert.equal(pickHost(survey, `p${i}`).host, 'h2');
-    assert.equal(pickHost([host('h1')], 'p', 200 * GiB).host, undefined, 'needBytes is honoured');
+    assert.equal(pickHost([host('h1')], 'p', undefined, 200 * GiB).host, undefined, 'needBytes is honoured');
   });
 
   it('an unreachable host is never picked, however empty', () => {

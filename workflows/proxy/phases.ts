@@ -43,7 +43,7 @@ export async function resolve(input: ProxyWorkflowInput): Promise<ResolvedProxy>
 async function place(run: ProxyRun, r: ResolvedProxy): Promise<string> {
   for (let attempt = 0; ; attempt++) {
     const survey = await rpc.surveyHosts({ entry: r.entry });
-    const pick = pickHost(memberSurvey(survey, run.input), r.name);
+    const pick = pickHost(memberSurvey(survey, run.input), r.name, r.vm);
     if (pick.host !== undefined) return pick.host;
     setState(run, 'WaitingForCapacity', pick.reason);
     await sleep(capacityBackoffMs(attempt));

@@ -1,4 +1,5 @@
 // Host placement and the capacity-wait backoff of the proxy lifecycle: pure, unit-tested on their own.
+import { DEFAULT_CPU_OVERCOMMIT, DEFAULT_MEMORY_OVERCOMMIT } from '../../contracts/fleet.ts';
 import type { HostSurvey } from '../../contracts/fleet.ts';
 
 /** Free pool space a host needs to be picked: the overlay headers and seed plus createProxy's 1 GiB reserve. */
@@ -14,16 +15,59 @@ export function unitHash(text: string): number {
   return (h + 1) / 4294967297;
 }
 
+/** What a proxy's VM takes of a host (its `vm` size). */
+export interface VmNeed {
+  memoryMiB: number;
+  vcpus: number;
+}
+
 /**
- * Picks a host for `proxy`: among reachable hosts with at least `needBytes` free in the pool, the
- * one with the fewest of our proxies per unit of weight; ties go by weighted rendezvous hashing
- * of (proxy, host), so a burst of proxies that all saw the same counts spreads over the hosts in
+ * What `s` lacks for one more proxy needing `vm` and `needBytes` of pool space: empty when it fits.
+ * A figure the survey lacks (surveys recorded before capacity was read) never keeps a proxy off.
+ */
+export function hostLacks(s: HostSurvey, needBytes: number, vm?: VmNeed): string[] {
+  const lacks: string[] = [];
+  const pool = s.poolAvailableBytes ?? 0;
+  if (pool < needBytes) lacks.push(`pool: ${pool} bytes free, ${needBytes} needed`);
+  const proxies = s.proxies ?? 0;
+  if (s.maxProxies !== undefined && proxies >= s.maxProxies) lacks.push(`${proxies} of ${s.maxProxies} proxies`);
+  if (vm === undefined) return lacks;
+  if (s.memoryTotalMiB !== undefined && s.memoryCommittedMiB !== undefined) {
+    const ratio = s.memoryOvercommit ?? DEFAULT_MEMORY_OVERCOMMIT;
+    const limit = Math.floor(s.memoryTotalMiB * ratio);
+    if (s.memoryCommittedMiB + vm.memoryMiB > limit) {
+      lacks.push(
+        `memory: ${s.memoryCommittedMiB} of ${limit} MiB committed (${s.memoryTotalMiB} MiB × ${ratio}), ${vm.memoryMiB} more do not fit`,
+      );
+    }
+  }
+  if (s.memoryFreeMiB !== undefined && s.memoryFreeMiB < vm.memoryMiB) {
+    lacks.push(`${s.memoryFreeMiB} MiB of memory free, ${vm.memoryMiB} needed`);
+  }
+  if (s.cpus !== undefined && s.vcpusCommitted !== undefined) {
+    const ratio = s.cpuOvercommit ?? DEFAULT_CPU_OVERCOMMIT;
+    const limit = Math.floor(s.cpus * ratio);
+    if (s.vcpusCommitted + vm.vcpus > limit) {
+      lacks.push(
+        `vCPUs: ${s.vcpusCommitted} of ${limit} committed (${s.cpus} CPUs × ${ratio}), ${vm.vcpus} more do not fit`,
+      );
+    }
+  }
+  return lacks;
+}
+
+/**
+ * Picks a host for `proxy`: among reachable hosts where it fits ({@link hostLacks}: pool space,
+ * `maxProxies`, memory and vCPUs within the host's overcommit, free memory for `vm`), the one
+ * with the fewest of our proxies per unit of weight; ties go by weighted rendezvous hashing of
+ * (proxy, host), so a burst of proxies that all saw the same counts spreads over the hosts in
  * proportion to their weights, and the same proxy always ties to the same host. Returns the
- * reason when none fits (no reachable host, or none with room).
+ * reason when none fits (no reachable host, or none with room: each host and what it lacks).
  */
 export function pickHost(
   survey: readonly HostSurvey[],
   proxy: string,
+  vm?: VmNeed,
   needBytes = PLACEMENT_NEED_BYTES,
 ): { host: string } | { host?: undefined; reason: string; capacity: boolean } {
   const reachable = survey.filter((s) => s.reachable);
@@ -31,10 +75,20 @@ export function pickHost(
     const why = survey.map((s) => `${s.host}: ${s.error ?? 'unreachable'}`).join('; ');
     return { reason: `no reachable host (${why})`, capacity: false };
   }
-  const fits = reachable.filter((s) => (s.poolAvailableBytes ?? 0) >= needBytes);
+  const lacks = reachable.map((s) => ({ s, lacks: hostLacks(s, needBytes, vm) }));
+  const fits = lacks.filter((l) => l.lacks.length === 0).map((l) => l.s);
   if (fits.length === 0) {
-    const why = reachable.map((s) => `${s.host}: ${s.poolAvailableBytes ?? 0} bytes free`).join('; ');
-    return { reason: `no host has ${needBytes} bytes free in its pool (${why})`, capacity: true };
+    if (lacks.every((l) => l.lacks.length === 1 && (l.s.poolAvailableBytes ?? 0) < needBytes)) {
+      // Only pool space is short: the reason placement has always given.
+      const why = reachable.map((s) => `${s.host}: ${s.poolAvailableBytes ?? 0} bytes free`).join('; ');
+      return { reason: `no host has ${needBytes} bytes free in its pool (${why})`, capacity: true };
+    }
+    const what = vm === undefined ? 'a proxy' : `a VM of ${vm.memoryMiB} MiB and ${vm.vcpus} vCPUs`;
+    const why = [
+      ...lacks.map((l) => `${l.s.host}: ${l.lacks.join(', ')}`),
+      ...survey.filter((s) => !s.reachable).map((s) => `${s.host}: unreachable`),
+    ].join('; ');
+    return { reason: `no host has room for ${what} (${why})`, capacity: true };
   }
   const weight = (s: HostSurvey): number => Math.max(1, s.weight);
   const load = (s: HostSurvey): number => (s.proxies ?? 0) / weight(s);
