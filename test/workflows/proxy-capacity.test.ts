@@ -1,11 +1,14 @@
 /**
  * Waiting for capacity on the time-skipping test server with fake activities: no pool with room
  * (WaitingForCapacity, a durable backoff, leaving the wait by itself), and a create that meets a
- * full pool (compensation, a new placement, one attempt only).
+ * full pool (compensation, a new placement, one attempt only), and a VM too big for every host's
+ * memory, vCPUs or maxProxies (WaitingForCapacity naming each host's shortage, then Running once
+ * a host has room).
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { PlacedProxy } from '../../activities/proxy.ts';
+import type { HostSurvey } from '../../contracts/fleet.ts';
 import type { ProxyStatus } from '../../contracts/proxy.ts';
 import {
   capacityError,
@@ -14,6 +17,7 @@ import {
   Fakes,
   fullSurvey,
   idle,
+  resolvedProxy,
   roomySurvey,
   searchAttributes,
   skipUntil,
@@ -141,6 +145,75 @@ describe('proxy capacity wait', () => {
       );
     });
   });
+});
+
+/** Two hosts with capacity figures: h1 has 8 GiB and 2 CPUs, 6 GiB of it committed; h2 is at its maxProxies. */
+function tightSurvey(h1CommittedMiB: number): HostSurvey[] {
+  const sized = { memoryTotalMiB: 8192, memoryFreeMiB: 8000, cpus: 2, memoryOvercommit: 1, cpuOvercommit: 4 };
+  return [
+    {
+      entry: 'e1',
+      host: 'h1',
+      weight: 1,
+      reachable: true,
+      poolAvailableBytes: 50 * 1024 ** 3,
+      proxies: 1,
+      ...sized,
+      memoryCommittedMiB: h1CommittedMiB,
+      vcpusCommitted: 2,
+    },
+    {
+      entry: 'e1',
+      host: 'h2',
+      weight: 1,
+      reachable: true,
+      poolAvailableBytes: 80 * 1024 ** 3,
+      proxies: 2,
+      maxProxies: 2,
+      ...sized,
+      memoryCommittedMiB: 0,
+      vcpusCommitted: 0,
+    },
+  ];
+}
+
+describe('proxy capacity: the VM must fit a host', () => {
+  it(
+    'a VM too big for every host waits in WaitingForCapacity with what each host lacks, never created; a host with room → Running there',
+    opts,
+    async () => {
+      const f = new Fakes(e);
+      f.resolve = (spec) => ({ ...resolvedProxy(spec), vm: { vcpus: 2, memoryMiB: 4096, diskGiB: 4 } });
+      let h1CommittedMiB = 6144;
+      f.survey = () => tightSurvey(h1CommittedMiB);
+      await withProxy(e, f, async ({ handle: h }) => {
+        const waiting = await statusWhen(h, waitingForCapacity, 'WaitingForCapacity');
+        assert.equal(
+          waiting.reason,
+          'no host has room for a VM of 4096 MiB and 2 vCPUs (' +
+            'h1: memory: 6144 of 8192 MiB committed (8192 MiB × 1), 4096 more do not fit; ' +
+            'h2: 2 of 2 proxies)',
+        );
+        assert.equal(waiting.host, undefined);
+        assert.equal((await searchAttributes(h))['ProxyState'], 'WaitingForCapacity');
+        assert.equal(f.count('createProxyVm'), 0, 'no VM is created on a host it does not fit');
+        assert.equal(f.count('ensureBaseImage') + f.count('findBaseImage'), 0);
+
+        // A VM on h1 went away: 2048 + 4096 fit in 8192 at the next survey (after the 30 s backoff).
+        h1CommittedMiB = 2048;
+        await idle(h, 'the capacity backoff timer', waitingForCapacity);
+        await e.env.sleep(30_000);
+        const running = await statusWhen(h, (s) => s.state === 'Running', 'Running once h1 has room');
+        assert.equal(running.host, 'h1');
+        assert.equal(running.reason, undefined);
+        assert.equal(f.count('surveyHosts'), 2);
+        assert.deepEqual(
+          f.of<PlacedProxy>('createProxyVm').map((c) => c.host),
+          ['h1'],
+        );
+      });
+    },
+  );
 });
 
 async function pollUntilCount(f: Fakes, activity: string, n: number): Promise<void> {
