@@ -50,16 +50,24 @@ export function checkImage(entry: CatalogEntry, key: string, field: string): voi
   );
 }
 
-/** A proxy spec the catalog can serve: entry, image key, Squid overrides the entry allows. */
-export async function checkSpec(store: ProxyStore, taskQueue: string, spec: ProxySpec): Promise<CatalogEntry> {
+/**
+ * A proxy spec the catalog can serve: entry, image key, Squid overrides the entry allows. `prefix`
+ * goes before the fields an error names (a pool's template: `template.`).
+ */
+export async function checkSpec(
+  store: ProxyStore,
+  taskQueue: string,
+  spec: ProxySpec,
+  prefix = '',
+): Promise<CatalogEntry> {
   const entry = await catalogEntry(store, taskQueue, spec.entry);
-  checkImage(entry, spec.imageKey, 'imageKey');
+  checkImage(entry, spec.imageKey, `${prefix}imageKey`);
   for (const field of Object.keys(spec.squid ?? {})) {
     if (!(entry.squidOverrides as string[]).includes(field)) {
       throw new ApiError(
         'OVERRIDE_REFUSED',
-        `entry ${entry.name} does not allow overriding squid.${field} (allowed: ${entry.squidOverrides.join(', ') || 'none'})`,
-        `squid.${field}`,
+        `entry ${entry.name} does not allow overriding ${prefix}squid.${field} (allowed: ${entry.squidOverrides.join(', ') || 'none'})`,
+        `${prefix}squid.${field}`,
       );
     }
   }

@@ -1,12 +1,13 @@
 // The bodies the API answers with (docs/api.md), as types for its clients (egressctl). Built from
 // the types the routes return, so a route that changes what it sends changes these too. Types
 // only: importing this file loads nothing.
+import type { PoolStatus } from '../contracts/pool.ts';
 import type { DeleteAccepted, ProxyOutcome, ProxyStatus } from '../contracts/proxy.ts';
 import type { WarmView } from './routes-images.ts';
-import type { DiscoveredProxy } from './routes-ops.ts';
-import type { ProxySummary } from './store.ts';
+import type { DiscoveredProxy, PoolDiscovery } from './routes-ops.ts';
+import type { PoolSummary, ProxySummary } from './store.ts';
 
-export type { DiscoveredProxy, ProxySummary, WarmView };
+export type { DiscoveredProxy, PoolStatus, PoolSummary, ProxySummary, WarmView };
 
 /** Every 4xx and 5xx (api/schemas.ts errorSchema). */
 export interface ErrorResponse {
@@ -52,3 +53,35 @@ export interface DiscoveryResponse {
   /** Listed as healthy but their status query failed: left out. */
   skipped: number;
 }
+
+/** `GET /v1/discovery?pool=<entry>/<pool>` (the ETag is a header; 304 has no body). */
+export type PoolDiscoveryResponse = Omit<PoolDiscovery, 'etag'>;
+
+/** `POST /v1/pools`: 201 with created true, or 200 with the pool that has the same spec. */
+export interface CreatePoolResponse {
+  created: boolean;
+  pool: PoolSummary;
+}
+
+/** `GET /v1/pools`. */
+export interface ListPoolsResponse {
+  pools: PoolSummary[];
+  nextPageToken?: string;
+}
+
+/** `GET /v1/pools/{entry}/{pool}`: the workflow and its status query, or why the query failed. */
+export type GetPoolResponse =
+  | { pool: PoolSummary; status: PoolStatus; statusError?: undefined }
+  | { pool: PoolSummary; status?: undefined; statusError: string };
+
+/** `PATCH /v1/pools/{entry}/{pool}` and `POST .../scale|pause|resume|rollback`: the status after it. */
+export interface PoolUpdateResponse {
+  status: PoolStatus;
+}
+
+/** `DELETE /v1/pools/{entry}/{pool}`. */
+export type DeletePoolResponse =
+  /** 200: the pool had already ended. */
+  | { done: true; pool: PoolSummary; status?: undefined }
+  /** 202: accepted (members are being deleted); or 200 with ?wait=true once the pool ended (its last status). */
+  | { accepted: true; workflowId: string; done: boolean; status: PoolStatus; message?: string };

@@ -1,15 +1,20 @@
 // Fleet and operations routes: provider health, discovery of healthy proxies, liveness,
 // readiness and Prometheus metrics.
+import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import type { Registry } from 'prom-client';
+import { poolAddresses } from '../contracts/pool.ts';
+import type { PoolStatus } from '../contracts/pool.ts';
 import type { ProxyStatus } from '../contracts/proxy.ts';
 import { ApiError } from './errors.ts';
 import { routeSchemas } from './schemas.ts';
 import { listQuery } from './store.ts';
-import type { ProxyStore, ProxySummary } from './store.ts';
+import type { PoolStore, ProxyStore, ProxySummary } from './store.ts';
 
 export interface OpsRoutesOptions {
   store: ProxyStore;
+  /** Discovery by pool (?pool=); unset: such a request is a 404. */
+  pools?: PoolStore;
   taskQueue: string;
   registry: Registry;
 }
@@ -25,7 +30,57 @@ export interface DiscoveredProxy {
   entry: string;
   host?: string;
   ageSeconds: number;
-  healthySince: string;
+  /** When its Healthy condition last changed (absent in a pool's answer). */
+  healthySince?: string;
+}
+
+/** A pool's discovery answer: its available members, the counts, and the ETag of the list. */
+export interface PoolDiscovery {
+  proxies: DiscoveredProxy[];
+  skipped: 0;
+  pool: string;
+  ready: number;
+  desired: number;
+  etag: string;
+}
+
+/**
+ * What discovery hands out for a pool (contracts/pool.ts poolAddresses: available members with an
+ * address), sorted by name, and a weak ETag over the list and the desired count: ageSeconds
+ * grows by itself and is not part of it, so a client polling with If-None-Match gets a 304 until a
+ * member enters or leaves discovery or the size changes.
+ */
+export function poolDiscovery(st: PoolStatus): PoolDiscovery {
+  const age = new Map(st.members.map((m) => [m.name, m.ageMs]));
+  const proxies = poolAddresses(st)
+    .map((m) => ({
+      address: m.address,
+      name: m.name,
+      entry: st.entry,
+      ...(m.host === undefined ? {} : { host: m.host }),
+      ageSeconds: Math.max(0, Math.floor((age.get(m.name) ?? 0) / 1000)),
+    }))
+    .sort((a, b) => a.name.localeCompare(b.name));
+  const listed = proxies.map((p) => [p.name, p.address, p.host ?? '']);
+  const hash = createHash('sha256')
+    .update(JSON.stringify({ listed, desired: st.desired }))
+    .digest('base64url')
+    .slice(0, 27);
+  return {
+    proxies,
+    skipped: 0,
+    pool: `${st.entry}/${st.name}`,
+    ready: proxies.length,
+    desired: st.desired,
+    etag: `W/"${hash}"`,
+  };
+}
+
+/** Whether an If-None-Match header names `etag` (weak comparison, a list, or `*`). */
+export function etagMatches(header: string | undefined, etag: string): boolean {
+  if (header === undefined) return false;
+  const bare = (t: string): string => t.trim().replace(/^W\//, '');
+  return header.split(',').some((t) => t.trim() === '*' || bare(t) === bare(etag));
 }
 
 /**
@@ -74,30 +129,51 @@ export function registerOpsRoutes(app: FastifyInstance, o: OpsRoutesOptions): vo
     return view;
   });
 
-  app.get<{ Querystring: { entry?: string } }>('/v1/discovery', { schema: routeSchemas.discovery }, async (request) => {
-    const query = listQuery({ state: 'Running', healthy: true, entry: request.query.entry, openOnly: true });
-    const listed: ProxySummary[] = [];
-    let token: Uint8Array | undefined;
-    do {
-      const page = await store.list(query, 1000, token);
-      listed.push(...page.items);
-      token = page.nextPageToken;
-    } while (token !== undefined && listed.length < DISCOVERY_MAX);
-    let skipped = 0;
-    const now = Date.now();
-    const found = await mapLimited(listed, DISCOVERY_CONCURRENCY, async (p) => {
-      try {
-        return discovered(await store.status(p.entry, p.name), now);
-      } catch (err) {
-        request.log.warn({ err, workflowId: p.workflowId }, 'discovery: status query failed; proxy left out');
-        skipped++;
-        return undefined;
+  app.get<{ Querystring: { entry?: string; pool?: string } }>(
+    '/v1/discovery',
+    { schema: routeSchemas.discovery },
+    async (request, reply) => {
+      if (request.query.pool !== undefined) {
+        const [entry = '', pool = ''] = request.query.pool.split('/');
+        if (request.query.entry !== undefined && request.query.entry !== entry) {
+          throw new ApiError(
+            'INVALID_FIELD',
+            `query field entry (${request.query.entry}) is not the pool's entry (${entry}); give one of them`,
+            'entry',
+          );
+        }
+        const st = o.pools === undefined ? undefined : await o.pools.poolStatus(entry, pool);
+        if (st === undefined)
+          throw new ApiError('NOT_FOUND', `no pool ${entry}/${pool} (no workflow pool/${entry}/${pool})`);
+        const { etag, ...body } = poolDiscovery(st);
+        void reply.header('etag', etag).header('cache-control', 'no-cache');
+        if (etagMatches(request.headers['if-none-match'], etag)) return reply.code(304).send();
+        return body;
       }
-    });
-    const proxies = found.filter((p): p is DiscoveredProxy => p !== undefined);
-    proxies.sort((a, b) => a.entry.localeCompare(b.entry) || a.name.localeCompare(b.name));
-    return { proxies, skipped };
-  });
+      const query = listQuery({ state: 'Running', healthy: true, entry: request.query.entry, openOnly: true });
+      const listed: ProxySummary[] = [];
+      let token: Uint8Array | undefined;
+      do {
+        const page = await store.list(query, 1000, token);
+        listed.push(...page.items);
+        token = page.nextPageToken;
+      } while (token !== undefined && listed.length < DISCOVERY_MAX);
+      let skipped = 0;
+      const now = Date.now();
+      const found = await mapLimited(listed, DISCOVERY_CONCURRENCY, async (p) => {
+        try {
+          return discovered(await store.status(p.entry, p.name), now);
+        } catch (err) {
+          request.log.warn({ err, workflowId: p.workflowId }, 'discovery: status query failed; proxy left out');
+          skipped++;
+          return undefined;
+        }
+      });
+      const proxies = found.filter((p): p is DiscoveredProxy => p !== undefined);
+      proxies.sort((a, b) => a.entry.localeCompare(b.entry) || a.name.localeCompare(b.name));
+      return { proxies, skipped };
+    },
+  );
 
   app.get('/healthz', { config: { public: true }, schema: routeSchemas.healthz }, () => ({ status: 'ok' }));
 

@@ -158,24 +158,28 @@ export function registerProxyRoutes(app: FastifyInstance, o: ProxyRoutesOptions)
  * with --allow-open-proxy: the rule of contracts/cidr.ts, as the providers file and the workflow
  * apply it.
  */
-function checkClientCidrs(cidrs: readonly string[], allowOpenProxy: boolean): void {
+export function checkClientCidrs(
+  cidrs: readonly string[],
+  allowOpenProxy: boolean,
+  field = 'squid.allowedClientCidrs',
+): void {
   cidrs.forEach((text, i) => {
     const parsed = parseCidr(text);
     if (parsed.ok) return;
     const fix = parsed.canonical === undefined ? 'write a block such as 10.0.0.0/8' : `write ${parsed.canonical}`;
     throw new ApiError(
       'INVALID_CIDR',
-      `body field squid.allowedClientCidrs[${i}] (${text}) ${parsed.problem}; ${fix}`,
-      `squid.allowedClientCidrs[${i}]`,
+      `body field ${field}[${i}] (${text}) ${parsed.problem}; ${fix}`,
+      `${field}[${i}]`,
     );
   });
   const [open] = allowOpenProxy ? [] : openBlocks(cidrs);
   if (open === undefined) return;
   throw new ApiError(
     CODES.openProxyRefused,
-    `squid.allowedClientCidrs[${open.index}] (${cidrs[open.index]}) ${open.problem} and would make an open proxy; ` +
+    `${field}[${open.index}] (${cidrs[open.index]}) ${open.problem} and would make an open proxy; ` +
       'list the client networks instead (the API accepts such blocks only when started with --allow-open-proxy)',
-    `squid.allowedClientCidrs[${open.index}]`,
+    `${field}[${open.index}]`,
   );
 }
 

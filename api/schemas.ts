@@ -148,10 +148,21 @@ export const deleteQuerySchema = {
   },
 } as const;
 
+/** `<entry>/<pool>`: two identifiers. */
+const POOL_REF_PATTERN = `^${IDENTIFIER_PATTERN.replace(/^\^|\$$/g, '')}/${IDENTIFIER_PATTERN.replace(/^\^|\$$/g, '')}$`;
+
 export const discoveryQuerySchema = {
   type: 'object',
   additionalProperties: false,
-  properties: { entry: identifierSchema },
+  properties: {
+    entry: identifierSchema,
+    pool: {
+      type: 'string',
+      pattern: POOL_REF_PATTERN,
+      maxLength: 2 * MAX_IDENTIFIER_LENGTH + 1,
+      description: "<entry>/<pool>: that pool's members in discovery, with ready and desired counts and an ETag",
+    },
+  },
 } as const;
 
 export const getQuerySchema = { type: 'object', additionalProperties: false, properties: {} } as const;
@@ -185,7 +196,7 @@ const ERROR_DESCRIPTIONS: Record<number, string> = {
   401: 'UNAUTHENTICATED: no or unknown bearer token',
   403: 'FORBIDDEN: a read-only token on a write',
   404: 'NOT_FOUND',
-  409: 'CONFLICT or RESIZE_REFUSED',
+  409: 'CONFLICT, RESIZE_REFUSED or POOL_UPDATE_REFUSED',
   413: 'BODY_TOO_LARGE',
   414: 'URI_TOO_LONG: a path segment over the router limit',
   415: 'UNSUPPORTED_CONTENT_TYPE: the body is not application/json',
@@ -201,7 +212,6 @@ export const listErrors = answers(400, 401, 422, 503);
 export const pathReadErrors = answers(400, 401, 404, 414, 503);
 /** A write (with or without a body). */
 export const writeErrors = answers(400, 401, 403, 404, 413, 414, 415, 422, 429, 503);
-const errors = readErrors;
 const secured = [{ bearer: [] }];
 
 const readiness = {
@@ -313,6 +323,10 @@ export const routeSchemas = {
     tags: ['fleet'],
     security: secured,
     querystring: discoveryQuerySchema,
+    headers: {
+      type: 'object',
+      properties: { 'if-none-match': { type: 'string', description: 'an ETag of an earlier ?pool= answer' } },
+    },
     response: {
       200: {
         type: 'object',
@@ -328,14 +342,21 @@ export const routeSchemas = {
                 entry: { type: 'string' },
                 host: { type: 'string' },
                 ageSeconds: { type: 'integer', description: 'seconds since the proxy first ran' },
-                healthySince: { type: 'string', format: 'date-time' },
+                healthySince: { type: 'string', format: 'date-time', description: 'absent in a pool answer' },
               },
             },
           },
           skipped: { type: 'integer', description: 'listed as healthy but their status query failed: left out' },
+          pool: { type: 'string', description: 'with ?pool=: the pool' },
+          ready: { type: 'integer', description: 'with ?pool=: members listed (available, in discovery)' },
+          desired: { type: 'integer', description: "with ?pool=: the pool's size" },
         },
       },
-      ...errors,
+      304: {
+        description: 'with ?pool= and If-None-Match naming the current ETag: the list has not changed',
+        type: 'null',
+      },
+      ...answers(400, 401, 404, 503),
     },
   },
   healthz: {

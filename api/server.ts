@@ -14,10 +14,11 @@ import { ApiError, handleError } from './errors.ts';
 import { createMetrics } from './metrics.ts';
 import { PageTokens } from './page-token.ts';
 import { registerOpsRoutes } from './routes-ops.ts';
+import { registerPoolRoutes } from './routes-pools.ts';
 import { registerProxyRoutes } from './routes-proxies.ts';
 import { registerImageRoutes } from './routes-images.ts';
 import type { ImageWarmer } from './routes-images.ts';
-import type { ProxyStore } from './store.ts';
+import type { PoolStore, ProxyStore } from './store.ts';
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -34,6 +35,8 @@ export interface ApiOptions {
   /** Image warming (/v1/images/...); unset: those routes are not served. */
   warmer?: ImageWarmer;
   store: ProxyStore;
+  /** Pools (/v1/pools, discovery by pool); unset: those routes are not served. */
+  pools?: PoolStore;
   log: Logger;
   auth: TokenAuth | (() => TokenAuth);
   /** Task queue of the proxy workflows (and of the worker /readyz looks for). */
@@ -46,7 +49,7 @@ export interface ApiOptions {
   deleteWaitMs?: number;
   /** Key of the page-token MACs; replicas behind one address share it. Default: random per process. */
   pageTokenSecret?: string;
-  /** Writes (POST, DELETE) one token may make per minute; 0: no limit. Default 120. */
+  /** Writes (POST, PATCH, DELETE) one token may make per minute; 0: no limit. Default 120. */
   writesPerMinute?: number;
 }
 
@@ -135,7 +138,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   // Before the plugin's own onRoute hook, which reads each route's rateLimit config.
   app.addHook('onRoute', (route) => {
     const methods = [route.method].flat();
-    if (writesPerMinute > 0 && methods.some((m) => m === 'POST' || m === 'DELETE')) {
+    if (writesPerMinute > 0 && methods.some((m) => m === 'POST' || m === 'PATCH' || m === 'DELETE')) {
       route.config = { ...route.config, rateLimit: { max: writesPerMinute, timeWindow: 60_000 } };
     }
   });
@@ -159,20 +162,28 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
       info: {
         title: 'egress-proxies API',
         version: '1',
-        description: 'Start, list and delete egress proxies; discover the healthy ones. See docs/api.md.',
+        description:
+          'Start, list and delete egress proxies and pools of them; discover the healthy ones. See docs/api.md.',
       },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
     },
   });
 
-  registerProxyRoutes(app, {
+  const common = {
     store: options.store,
     taskQueue: options.taskQueue,
     allowOpenProxy: options.allowOpenProxy ?? false,
     deleteWaitMs: options.deleteWaitMs ?? 60_000,
     pageTokens: new PageTokens(options.pageTokenSecret),
+  };
+  registerProxyRoutes(app, common);
+  if (options.pools) registerPoolRoutes(app, { ...common, pools: options.pools });
+  registerOpsRoutes(app, {
+    store: options.store,
+    ...(options.pools ? { pools: options.pools } : {}),
+    taskQueue: options.taskQueue,
+    registry: metrics.registry,
   });
-  registerOpsRoutes(app, { store: options.store, taskQueue: options.taskQueue, registry: metrics.registry });
   if (options.warmer)
     registerImageRoutes(app, { warmer: options.warmer, taskQueue: options.taskQueue, store: options.store });
   app.get('/openapi.json', { schema: { hide: true } }, () => app.swagger());

@@ -85,6 +85,7 @@ const [
   { buildApi },
   { temporalWarmer },
   { temporalStore },
+  { temporalPoolStore },
   { createLogger, logLevelFromEnv },
 ] = await Promise.all([
   import('../client/connection.ts'),
@@ -92,6 +93,7 @@ const [
   import('../api/server.ts'),
   import('../client/warm.ts'),
   import('../client/store.ts'),
+  import('../client/pools.ts'),
   import('../lib/log/logger.ts'),
 ]);
 const log = createLogger({ name: 'api', level: logLevelFromEnv() });
@@ -119,6 +121,7 @@ const client = await connectClient(temporal, { connectTimeoutMs: 5_000, lazy: tr
 const { connection } = client;
 const app = await buildApi({
   store: temporalStore(client),
+  pools: temporalPoolStore(client),
   warmer: temporalWarmer(client),
   log,
   auth: () => auth,

@@ -11,6 +11,7 @@ import { loadTokenFile } from '../../api/auth.ts';
 import { buildApi } from '../../api/server.ts';
 import { temporalWarmer } from '../../client/warm.ts';
 import { temporalStore } from '../../client/store.ts';
+import { temporalPoolStore } from '../../client/pools.ts';
 import type { ProxyStore } from '../../client/store.ts';
 import { createLogger, logLevelFromEnv } from '../../lib/log/logger.ts';
 
@@ -63,6 +64,7 @@ export async function startTestApi(
   };
   const app = await buildApi({
     store,
+    pools: temporalPoolStore(client, { callTimeoutMs }),
     warmer: temporalWarmer(client),
     log: createLogger({ name: 'api-test', stream: 'stderr', level: logLevelFromEnv(process.env, 'warn') }),
     auth: await loadTokenFile(tokens.file),

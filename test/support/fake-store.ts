@@ -1,12 +1,22 @@
 /**
  * A stand-in for the API's Temporal store (client/store.ts ProxyStore): proxies in a map, every call
  * counted, and failures on demand. Lets unit tests drive the routes without a server, including
- * a Healthy proxy, which the empty test image never becomes.
+ * a Healthy proxy, which the empty test image never becomes. FakePools stands in for the pool store.
  */
 import { TemporalUnavailableError } from '../../client/errors.ts';
 import type { CatalogView, ProxyStore, ProxySummary, ResizeResult, StartResult } from '../../client/store.ts';
 import type { Catalog } from '../../contracts/catalog.ts';
 import type { ProxySpec, ProxyStatus, VmSize } from '../../contracts/proxy.ts';
+import type {
+  PoolDeleteResult,
+  PoolStore,
+  PoolSummary,
+  PoolUpdate,
+  PoolUpdateResult,
+  StartPoolResult,
+} from '../../client/pools.ts';
+import { resolvePoolSpec } from '../../contracts/pool.ts';
+import type { PoolMemberStatus, PoolSpec, PoolStatus } from '../../contracts/pool.ts';
 
 export interface FakeProxy {
   spec: ProxySpec;
@@ -164,6 +174,164 @@ export function fakeStatus(o: Partial<ProxyStatus> & Pick<ProxyStatus, 'name' | 
     recreations: 0,
     createdAt: '2026-01-01T00:00:00.000Z',
     updatedAt: '2026-01-01T00:00:00.000Z',
+    ...o,
+  };
+}
+
+export interface FakePool {
+  spec: PoolSpec;
+  summary: PoolSummary;
+  status: PoolStatus;
+}
+
+/**
+ * A stand-in for the API's pool store (client/pools.ts PoolStore): pools in a map, each update
+ * applied to its status as the workflow would (size, spec, pause, a template's new revision), a
+ * refusal on demand (`refuse`), and every update recorded.
+ */
+export class FakePools implements PoolStore {
+  readonly pools = new Map<string, FakePool>();
+  readonly updates: PoolUpdate[] = [];
+  /** The next update is refused with this reason (as a workflow validator would), then cleared. */
+  refuse: string | undefined;
+  /** What waitPoolDeleted answers: the last status (ended), or undefined (still deleting). */
+  deleteEnds = true;
+
+  add(spec: PoolSpec, o: Partial<PoolStatus> = {}): FakePool {
+    const id = `pool/${spec.entry}/${spec.name}`;
+    const p: FakePool = {
+      spec,
+      summary: {
+        name: spec.name,
+        entry: spec.entry,
+        workflowId: id,
+        runId: `run-${spec.name}`,
+        execution: 'RUNNING',
+        phase: 'Ready',
+        desired: spec.size,
+        startTime: '2026-01-01T00:00:00.000Z',
+      },
+      status: fakePoolStatus(spec, o),
+    };
+    this.pools.set(id, p);
+    return p;
+  }
+
+  #get(entry: string, name: string): FakePool | undefined {
+    return this.pools.get(`pool/${entry}/${name}`);
+  }
+
+  startPool(spec: PoolSpec): Promise<StartPoolResult> {
+    const existing = this.#get(spec.entry, spec.name);
+    if (existing) return Promise.resolve({ started: false, pool: existing.summary, spec: existing.spec });
+    return Promise.resolve({ started: true, pool: this.add(spec).summary });
+  }
+
+  describePool(entry: string, name: string): Promise<PoolSummary | undefined> {
+    return Promise.resolve(this.#get(entry, name)?.summary);
+  }
+
+  poolStatus(entry: string, name: string): Promise<PoolStatus | undefined> {
+    return Promise.resolve(this.#get(entry, name)?.status);
+  }
+
+  listPools(query: string, pageSize: number): Promise<{ items: PoolSummary[]; nextPageToken?: Uint8Array }> {
+    const items = [...this.pools.values()]
+      .map((p) => p.summary)
+      .filter((s) => !query.includes('ProviderEntry = ') || query.includes(`ProviderEntry = '${s.entry}'`));
+    return Promise.resolve(
+      items.length > pageSize
+        ? { items: items.slice(0, pageSize), nextPageToken: Buffer.from('next-page') }
+        : { items },
+    );
+  }
+
+  updatePool(entry: string, name: string, u: PoolUpdate): Promise<PoolUpdateResult | undefined> {
+    const p = this.#get(entry, name);
+    if (p === undefined) return Promise.resolve(undefined);
+    this.updates.push(u);
+    if (this.refuse !== undefined) {
+      const message = this.refuse;
+      this.refuse = undefined;
+      return Promise.resolve({ kind: 'refused', message });
+    }
+    const st = p.status;
+    if (u.kind === 'scale') {
+      st.spec = { ...st.spec, size: u.request.size, spares: u.request.spares ?? st.spec.spares };
+      st.desired = u.request.size;
+    } else if (u.kind === 'spec') {
+      if (u.patch.template !== undefined) {
+        st.revision += 1;
+        st.history = [{ revision: st.revision, template: u.patch.template, at: st.updatedAt }, ...st.history];
+      }
+      st.spec = resolvePoolSpec({ ...st.spec, ...u.patch });
+      st.desired = st.spec.size;
+    } else if (u.kind === 'pause' || u.kind === 'resume') {
+      st.paused = u.kind === 'pause';
+      st.phase = st.paused ? 'Paused' : 'Ready';
+    } else {
+      if (st.history.length < 2) {
+        return Promise.resolve({ kind: 'refused', message: 'the pool has only one revision: nothing to roll back to' });
+      }
+      st.revision = u.request.revision ?? st.history[1]!.revision;
+    }
+    return Promise.resolve({ kind: 'done', status: structuredClone(st) });
+  }
+
+  deletePool(entry: string, name: string): Promise<PoolDeleteResult | undefined> {
+    const p = this.#get(entry, name);
+    if (p === undefined) return Promise.resolve(undefined);
+    if (p.summary.execution !== 'RUNNING') return Promise.resolve({ kind: 'closed', pool: p.summary });
+    p.status.phase = 'Deleting';
+    return Promise.resolve({ kind: 'done', status: structuredClone(p.status) });
+  }
+
+  waitPoolDeleted(entry: string, name: string): Promise<PoolStatus | undefined> {
+    const p = this.#get(entry, name);
+    if (p === undefined || !this.deleteEnds) return Promise.resolve(undefined);
+    p.summary = { ...p.summary, execution: 'COMPLETED', phase: 'Deleted' };
+    return Promise.resolve({ ...structuredClone(p.status), phase: 'Deleted', members: [] });
+  }
+}
+
+/** A PoolStatus of `spec` at rest with no members; override what a test needs. */
+export function fakePoolStatus(spec: PoolSpec, o: Partial<PoolStatus> = {}): PoolStatus {
+  const at = '2026-01-01T00:00:00.000Z';
+  return {
+    entry: spec.entry,
+    name: spec.name,
+    phase: 'Ready',
+    spec: resolvePoolSpec(spec),
+    revision: 1,
+    history: [{ revision: 1, template: spec.template, at }],
+    desired: spec.size,
+    spares: spec.spares ?? 0,
+    healthy: 0,
+    available: 0,
+    updated: 0,
+    replacements: 0,
+    rollbacks: 0,
+    paused: false,
+    members: [],
+    createdAt: at,
+    updatedAt: at,
+    ...o,
+  };
+}
+
+/** A pool member's status, available with an address unless overridden. */
+export function fakeMember(o: Partial<PoolMemberStatus> & Pick<PoolMemberStatus, 'name'>): PoolMemberStatus {
+  return {
+    revision: 1,
+    imageKey: 'deb',
+    role: 'serving',
+    state: 'Running',
+    healthy: 'True',
+    available: true,
+    host: 'hv1',
+    address: '10.0.0.1:3128',
+    ageMs: 60_000,
+    createdAt: '2026-01-01T00:00:00.000Z',
     ...o,
   };
 }
