@@ -2,127 +2,14 @@
 // tell members whether they serve, delete members that have drained) and when to look again.
 // Pure and deterministic (randomness comes in as an argument), so every policy is unit-tested on
 // its own; the workflow (index.ts) applies the actions. docs/pools.md states the rules in words.
-import type { MemberReport, MemberRole, PoolFailure, PoolTemplate, ResolvedPoolSpec } from '../../contracts/pool.ts';
-import { POOL_DEFAULTS } from '../../contracts/pool.ts';
+import type { MemberRole } from '../../contracts/pool.ts';
+import type { MemberRecord, PoolAction, PoolState, Plan } from './model.ts';
+import { ended, isAvailable, isReady, memberName } from './model.ts';
+import { condemn, errorOf, recordFailure, scaleDownOrder, trackRollout } from './policies.ts';
 
-/** One member as the pool keeps it. */
-export interface MemberRecord {
-  name: string;
-  revision: number;
-  createdAtMs: number;
-  /** Rotation: replaced once the time passes (createdAt + maxAgeMs, shortened by jitter). */
-  expiresAtMs?: number;
-  role: MemberRole;
-  /** The serving value last sent to the member (it acknowledges through its report). */
-  sentServing: boolean;
-  /** Role `leaving`: when it started, when the member acknowledged leaving discovery, and whether it had served. */
-  leavingSinceMs?: number;
-  leftDiscoveryAtMs?: number;
-  hadServed?: boolean;
-  deleteSent?: boolean;
-  /** Why the member is to be replaced (recomputed on every pass). */
-  condemned?: string;
-  /** The member was ever available (Healthy for minHealthyMs). */
-  everReady: boolean;
-  report?: MemberReport;
-}
-
-export interface RolloutState {
-  revision: number;
-  startedAtMs: number;
-  lastProgressAtMs: number;
-  /** Progress is measured by this count going up: updated members ready, plus old ones removed. */
-  progress: number;
-}
-
-export interface PoolState {
-  spec: ResolvedPoolSpec;
-  revision: number;
-  /** Every revision's template, newest last (a rollback goes back to one of them). */
-  revisions: { revision: number; template: PoolTemplate; at: string }[];
-  stableRevision?: number;
-  members: MemberRecord[];
-  paused: boolean;
-  failures: PoolFailure[];
-  degradedSinceMs?: number;
-  degradedUntilMs?: number;
-  backoffs: number;
-  rollout?: RolloutState;
-  replacements: number;
-  rollbacks: number;
-  /** Members removed since the rollout started (for its progress). */
-  removedOld: number;
-  deleting: boolean;
-  reason?: string;
-  createdAt: string;
-}
-
-export type PoolAction =
-  | { kind: 'create'; name: string; revision: number }
-  | { kind: 'serve'; name: string; serving: boolean }
-  | { kind: 'delete'; name: string };
-
-export interface Plan {
-  actions: PoolAction[];
-  /** Workflow time (ms) at which the plan may change without any message; undefined: only a message changes it. */
-  wakeAtMs?: number;
-}
-
-/** Healthy, Running and Healthy for the pool's minHealthyMs. */
-export function isReady(m: MemberRecord, spec: ResolvedPoolSpec, nowMs: number): boolean {
-  const r = m.report;
-  if (r === undefined || r.state !== 'Running' || r.health !== 'True' || r.ip === undefined) return false;
-  return nowMs - Date.parse(r.healthSince) >= spec.rollout.minHealthyMs;
-}
-
-/** Ready and in discovery: its role serves and the member said it applied that. */
-export function isAvailable(m: MemberRecord, spec: ResolvedPoolSpec, nowMs: number): boolean {
-  return m.role === 'serving' && m.report?.serving === true && isReady(m, spec, nowMs);
-}
-
-const ended = (m: MemberRecord): boolean => m.report?.state === 'Deleted' || m.report?.state === 'Failed';
-
-/** A member name `<pool>-<5 characters>` from `random` (in [0, 1)), unused in `taken`. */
-export function memberName(pool: string, taken: ReadonlySet<string>, random: () => number): string {
-  const alphabet = 'abcdefghijklmnopqrstuvwxyz0123456789';
-  for (;;) {
-    let s = '';
-    for (let i = 0; i < 5; i++) s += alphabet[Math.floor(random() * alphabet.length)];
-    const name = `${pool}-${s}`;
-    if (!taken.has(name)) return name;
-  }
-}
-
-/** Records a member's report (a stale one, older than the last, is ignored); returns whether it was taken. */
-export function applyReport(state: PoolState, report: MemberReport): boolean {
-  const m = state.members.find((x) => x.name === report.name);
-  if (m === undefined) return false;
-  if (m.report !== undefined && Date.parse(report.at) < Date.parse(m.report.at)) return false;
-  if (m.role === 'leaving' && m.report?.serving === true && !report.serving)
-    m.leftDiscoveryAtMs = Date.parse(report.at);
-  m.report = report;
-  return true;
-}
-
-/** The loop guard: a failure of a member that never became available; Degraded after K in the window. */
-function recordFailure(state: PoolState, m: MemberRecord, reason: string, nowMs: number): void {
-  const { replacement } = state.spec;
-  state.failures.push({ member: m.name, at: new Date(nowMs).toISOString(), reason });
-  state.failures = state.failures.filter((f) => nowMs - Date.parse(f.at) <= replacement.windowMs).slice(-20);
-  if (state.failures.length >= replacement.maxFailures && state.degradedUntilMs === undefined) {
-    const backoff = Math.min(replacement.backoffMs * 2 ** state.backoffs, POOL_DEFAULTS.maxBackoffMs);
-    state.backoffs++;
-    state.degradedSinceMs = nowMs;
-    state.degradedUntilMs = nowMs + backoff;
-    state.reason =
-      `${state.failures.length} members in ${Math.round(replacement.windowMs / 60_000)} min never became healthy; ` +
-      `no new members until ${new Date(nowMs + backoff).toISOString()} (last: ${reason})`;
-  }
-}
-
-function errorOf(m: MemberRecord): string {
-  return m.report?.lastError ?? `ended ${m.report?.state ?? 'unknown'}`;
-}
+export type { MemberRecord, PoolAction, PoolState, Plan, RolloutState } from './model.ts';
+export { applyReport, applySpec, isAvailable, isReady, memberName, newPoolState } from './model.ts';
+export { rollbackTo } from './policies.ts';
 
 /**
  * One pass of the reconciler at `nowMs`. Mutates `state` (roles, condemnations, the loop guard,
@@ -132,8 +19,9 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
   const { spec } = state;
   const actions: PoolAction[] = [];
   const wakes: number[] = [];
+  // Only times still to come: a time already past was acted on in this pass.
   const wake = (t: number | undefined): void => {
-    if (t !== undefined && Number.isFinite(t)) wakes.push(t);
+    if (t !== undefined && Number.isFinite(t) && t > nowMs) wakes.push(t);
   };
 
   // Members whose workflow ended: gone. One that ended without being asked to, and never became
@@ -149,8 +37,9 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
   for (const m of state.members) {
     if (isReady(m, spec, nowMs) && !m.everReady) {
       m.everReady = true;
-      // A member came up: the guard's count starts again (a backoff in force runs out).
+      // A member came up: the guard's count and its backoff start again (a backoff in force runs out).
       state.failures = [];
+      state.backoffs = 0;
     }
   }
   if (state.degradedUntilMs !== undefined && nowMs >= state.degradedUntilMs) {
@@ -160,7 +49,6 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
     state.reason = undefined;
   }
   if (state.degradedUntilMs !== undefined) wake(state.degradedUntilMs);
-  if (state.members.some((m) => m.everReady && m.revision === state.revision)) state.backoffs = 0;
 
   if (state.deleting) {
     for (const m of state.members.filter((x) => x.role !== 'leaving')) leave(state, m, nowMs);
@@ -240,8 +128,14 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
     if (serving && m.report?.serving) m.hadServed = true;
   }
 
-  trackRollout(state, nowMs, wake);
+  const rolledBack = trackRollout(state, nowMs, wake);
   drainLeavers(state, nowMs, actions, wake);
+  if (rolledBack) {
+    // The stable template is current again: its replacements are planned in this same pass.
+    const again = reconcile(state, nowMs, random);
+    actions.push(...again.actions);
+    wake(again.wakeAtMs);
+  }
 
   // Times at which a member may become ready or past its grace without telling us.
   for (const m of state.members) {
@@ -249,7 +143,7 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
     if (r === undefined || r.state !== 'Running') continue;
     const since = Date.parse(r.healthSince);
     if (r.health === 'True' && !isReady(m, spec, nowMs)) wake(since + spec.rollout.minHealthyMs);
-    if (r.health !== 'True' && m.condemned === undefined) wake(since + spec.replacement.unhealthyGraceMs);
+    if (r.health === 'False' && m.condemned === undefined) wake(since + spec.replacement.unhealthyGraceMs);
   }
   return { actions, wakeAtMs: min(wakes) };
 }
@@ -268,6 +162,7 @@ function drainLeavers(state: PoolState, nowMs: number, actions: PoolAction[], wa
     const r = m.report;
     const inDiscovery = r !== undefined && r.serving && r.state === 'Running';
     if (inDiscovery) continue;
+    // The drain runs from when it stopped serving (its acknowledgement; now if it went down serving).
     if (m.hadServed && m.leftDiscoveryAtMs === undefined) m.leftDiscoveryAtMs = nowMs;
     const at = m.hadServed ? m.leftDiscoveryAtMs! + state.spec.drainDelayMs : nowMs;
     if (nowMs >= at) {
@@ -296,117 +191,6 @@ function newMember(state: PoolState, name: string, nowMs: number, random: () => 
   const { maxAgeMs, jitter } = state.spec.rotation;
   if (maxAgeMs !== undefined) m.expiresAtMs = nowMs + Math.round(maxAgeMs * (1 - jitter * random()));
   return m;
-}
-
-/** Marks the live members to be replaced, and why. Rotation takes one member at a time. */
-function condemn(state: PoolState, live: MemberRecord[], nowMs: number, wake: (t?: number) => void): void {
-  const { spec } = state;
-  for (const m of live) {
-    m.condemned = undefined;
-    const r = m.report;
-    if (r !== undefined && r.state === 'Running' && r.health === 'False') {
-      const since = Date.parse(r.healthSince);
-      if (nowMs - since >= spec.replacement.unhealthyGraceMs) {
-        m.condemned = `Unhealthy since ${r.healthSince}${r.lastError ? ` (${r.lastError})` : ''}`;
-        continue;
-      }
-    }
-    if (r?.host !== undefined && spec.placement.avoidHosts.includes(r.host)) {
-      m.condemned = `on host ${r.host}, which the pool avoids`;
-      continue;
-    }
-    if (!state.paused && m.revision !== state.revision)
-      m.condemned = `template revision ${m.revision}, not ${state.revision}`;
-  }
-  // Rotation: the oldest expired member, when nothing else is being replaced for age or revision.
-  if (state.paused || live.some((m) => m.condemned !== undefined && !m.condemned.startsWith('Unhealthy'))) return;
-  const expired = live
-    .filter((m) => m.expiresAtMs !== undefined && nowMs >= m.expiresAtMs)
-    .sort((a, b) => a.createdAtMs - b.createdAtMs);
-  if (expired[0] !== undefined) expired[0].condemned = `older than rotation.maxAgeMs (${spec.rotation.maxAgeMs} ms)`;
-  for (const m of live) if (m.expiresAtMs !== undefined && m.expiresAtMs > nowMs) wake(m.expiresAtMs);
-}
-
-/** Scale-down order: Unhealthy first, then spares, then by the pool's policy. */
-function scaleDownOrder(
-  members: MemberRecord[],
-  state: PoolState,
-  nowMs: number,
-  random: () => number,
-): MemberRecord[] {
-  const keyed = members.map((m) => ({ m, r: random() }));
-  const policy = state.spec.scaleDownPolicy;
-  const rank = (m: MemberRecord): number => {
-    if (m.report?.health === 'False') return 0;
-    if (!isReady(m, state.spec, nowMs)) return 1;
-    return m.role === 'spare' ? 2 : 3;
-  };
-  keyed.sort((a, b) => {
-    const byRank = rank(a.m) - rank(b.m);
-    if (byRank !== 0) return byRank;
-    if (policy === 'oldest') return a.m.createdAtMs - b.m.createdAtMs;
-    if (policy === 'newest') return b.m.createdAtMs - a.m.createdAtMs;
-    return a.r - b.r;
-  });
-  return keyed.map((k) => k.m);
-}
-
-/**
- * The rollout in progress (members of other revisions remain, or the current one is not all
- * ready): its progress, its deadline (rollback to the stable revision), and the stable revision
- * once every member is on the current one and the pool is whole.
- */
-function trackRollout(state: PoolState, nowMs: number, wake: (t?: number) => void): void {
-  const { spec } = state;
-  const live = state.members.filter((m) => m.role !== 'leaving');
-  const updatedReady = live.filter((m) => m.revision === state.revision && isReady(m, spec, nowMs)).length;
-  const whole =
-    live.every((m) => m.revision === state.revision) &&
-    updatedReady >= spec.size + spec.spares &&
-    state.members.filter((m) => isAvailable(m, spec, nowMs)).length >= spec.size;
-  if (whole) {
-    state.stableRevision = state.revision;
-    state.rollout = undefined;
-    return;
-  }
-  if (state.paused || state.degradedUntilMs !== undefined) {
-    if (state.rollout !== undefined) state.rollout.lastProgressAtMs = nowMs;
-    return;
-  }
-  const progress = updatedReady + state.removedOld;
-  if (state.rollout === undefined || state.rollout.revision !== state.revision) {
-    state.rollout = { revision: state.revision, startedAtMs: nowMs, lastProgressAtMs: nowMs, progress };
-  } else if (progress > state.rollout.progress) {
-    state.rollout.progress = progress;
-    state.rollout.lastProgressAtMs = nowMs;
-  }
-  const deadline = state.rollout.lastProgressAtMs + spec.rollout.progressDeadlineMs;
-  if (nowMs < deadline) {
-    wake(deadline);
-    return;
-  }
-  const stable = state.stableRevision;
-  if (stable !== undefined && stable !== state.revision) {
-    state.reason = `rollout of revision ${state.revision} made no progress in ${spec.rollout.progressDeadlineMs} ms; rolled back to revision ${stable}`;
-    rollbackTo(state, stable, nowMs);
-  } else {
-    state.reason = `no progress in ${spec.rollout.progressDeadlineMs} ms toward ${spec.size} healthy members`;
-    state.rollout.lastProgressAtMs = nowMs;
-    wake(nowMs + spec.rollout.progressDeadlineMs);
-  }
-}
-
-/** Makes `revision`'s template current again (its members stop being condemned). */
-export function rollbackTo(state: PoolState, revision: number, nowMs: number): void {
-  const rev = state.revisions.find((r) => r.revision === revision);
-  if (rev === undefined) return;
-  state.revision = revision;
-  state.spec = { ...state.spec, template: rev.template };
-  state.rollbacks++;
-  state.removedOld = 0;
-  state.rollout = undefined;
-  state.paused = false;
-  void nowMs;
 }
 
 function min(ts: number[]): number | undefined {

@@ -54,7 +54,7 @@ export function poolPhase(state: PoolState, nowMs: number): PoolPhase {
     available >= spec.size &&
     live.length === spec.size + spec.spares &&
     updated.length === live.length &&
-    live.every((m) => isReady(m, spec, nowMs)) &&
+    live.every((m) => isReady(m, spec, nowMs) && m.report?.serving === (m.role === 'serving')) &&
     state.members.length === live.length;
   if (ready) return 'Ready';
   if (state.paused) return 'Paused';

@@ -1,0 +1,477 @@
+/**
+ * The pool's reconciler (workflows/pool/plan.ts), policy by policy, with members played by the
+ * simulator of test/support/pool-sim.ts (reports through applyReport, time from event to event).
+ */
+import assert from 'node:assert/strict';
+import { describe, it } from 'node:test';
+import type { PoolSpec } from '../../contracts/pool.ts';
+import { POOL_DEFAULTS, resolvePoolSpec } from '../../contracts/pool.ts';
+import { applySpec, isReady, reconcile } from '../../workflows/pool/plan.ts';
+import { rollbackTarget } from '../../workflows/pool/status.ts';
+import { PoolSim, T0 } from '../support/pool-sim.ts';
+
+const MIN = 60_000;
+
+function poolSpec(over: Partial<PoolSpec> = {}): PoolSpec {
+  return { entry: 'e1', name: 'p', size: 3, template: { imageKey: 'a' }, ...over };
+}
+
+/** A pool brought to Ready by the simulator. */
+function readyPool(over: Partial<PoolSpec> = {}, seed = 1): PoolSim {
+  const sim = new PoolSim(poolSpec(over), seed);
+  sim.pass();
+  sim.runUntil((s) => s.ready(), 'the pool Ready');
+  return sim;
+}
+
+/** Changes the spec as the updateSpec update does. */
+function update(sim: PoolSim, over: Partial<PoolSpec>): void {
+  const s = sim.state.spec;
+  applySpec(sim.state, resolvePoolSpec({ ...poolSpec(), ...s, ...over }), new Date(sim.now).toISOString());
+}
+
+function memberNames(sim: PoolSim): string[] {
+  return sim.state.members.map((m) => m.name);
+}
+
+/** Checks at every step: discovery (the pool's view and the members' own) never below `floor`, and no more than `most` members not leaving. */
+function guard(sim: PoolSim, floor: number, most: number): { minDiscovery: number; maxLive: number } {
+  const seen = { minDiscovery: Infinity, maxLive: 0 };
+  sim.checks.push((s) => {
+    const listed = s.discovery();
+    seen.minDiscovery = Math.min(seen.minDiscovery, listed.length, s.serving().length);
+    const live = s.state.members.filter((m) => m.role !== 'leaving').length;
+    seen.maxLive = Math.max(seen.maxLive, live);
+    assert.ok(
+      listed.length >= floor,
+      `at ${new Date(s.now).toISOString()}: ${listed.length} in discovery, under ${floor}`,
+    );
+    assert.ok(s.serving().length >= floor, `at ${new Date(s.now).toISOString()}: ${s.serving().length} members serve`);
+    for (const name of listed) assert.ok(!s.members.get(name)!.deleted, `${name} is listed after its deletion`);
+    assert.ok(live <= most, `${live} members not leaving, over ${most}`);
+  });
+  return seen;
+}
+
+describe('scale up', () => {
+  it('0 → N creates N members, out of discovery until each is ready and told to serve', () => {
+    const sim = new PoolSim(poolSpec({ size: 0 }));
+    assert.deepEqual(sim.pass().actions, []);
+    assert.equal(sim.status().phase, 'Ready');
+    update(sim, { size: 3 });
+    const plan = sim.pass();
+    assert.deepEqual(
+      plan.actions.map((a) => a.kind),
+      ['create', 'create', 'create'],
+    );
+    assert.ok(sim.state.members.every((m) => m.role === 'spare' && !m.sentServing));
+    assert.deepEqual(sim.discovery(), []);
+    sim.runUntil((s) => s.ready(), 'Ready');
+    assert.equal(sim.discovery().length, 3);
+    assert.equal(sim.state.stableRevision, 1);
+    assert.ok(sim.actions('create').length === 3, 'no member created twice');
+    // Each was told to serve only once it was ready (booted, Healthy for minHealthyMs).
+    for (const l of sim.actions('serve')) {
+      assert.ok(l.at >= T0 + sim.bootMs + POOL_DEFAULTS.minHealthyMs, `${l.action.kind} at ${l.at - T0} ms`);
+    }
+  });
+
+  it('spares are booted and Healthy but never in discovery', () => {
+    const sim = new PoolSim(poolSpec({ size: 2, spares: 1 }));
+    sim.checks.push((s) => {
+      assert.ok(s.discovery().length <= 2, 'at most size members in discovery');
+      assert.ok(s.serving().length <= 2, 'at most size members serve');
+    });
+    sim.pass();
+    assert.equal(sim.actions('create').length, 3);
+    sim.runUntil((s) => s.ready(), 'Ready');
+    sim.advance(30 * MIN);
+    const spares = sim.state.members.filter((m) => m.role === 'spare');
+    assert.equal(spares.length, 1);
+    assert.ok(isReady(spares[0]!, sim.state.spec, sim.now), 'the spare is ready');
+    assert.deepEqual(sim.members.get(spares[0]!.name)!.servedAtMs, [], 'the spare never served');
+    assert.equal(sim.status().spares, 1);
+  });
+});
+
+describe('replacement', () => {
+  it('a Failed member is replaced at once; it counts against the loop guard only if it never became available', () => {
+    const sim = readyPool();
+    const victim = sim.discovery()[0]!;
+    const plan = sim.play(victim, { state: 'Failed', lastError: 'KVM2_DOMAIN_GONE: destroyed' });
+    assert.equal(plan.actions.filter((a) => a.kind === 'create').length, 1, 'the replacement is created in that pass');
+    assert.ok(!memberNames(sim).includes(victim));
+    assert.equal(sim.state.replacements, 1);
+    assert.deepEqual(sim.state.failures, [], 'it had been available: not a failure of the guard');
+    // A replacement that fails before it is ever available counts.
+    const fresh = sim.state.members.find((m) => !m.everReady)!;
+    sim.step(); // it boots
+    sim.play(fresh.name, { state: 'Failed', lastError: 'KVM2_BOOT_TIMEOUT: no address' });
+    assert.equal(sim.state.failures.length, 1);
+    assert.match(JSON.stringify(sim.state.failures), /KVM2_BOOT_TIMEOUT/);
+    assert.equal(sim.state.replacements, 2);
+    sim.runUntil((s) => s.ready(), 'Ready again');
+  });
+
+  it('an Unhealthy member is replaced after unhealthyGraceMs, and deleted only once its replacement is ready', () => {
+    const sim = readyPool({ size: 2 });
+    guard(sim, 1, 3); // the Unhealthy member is out of discovery already; never more than size + maxSurge
+    const sick = sim.discovery()[0]!;
+    const since = sim.now;
+    sim.play(sick, { health: 'False', lastError: 'PROBE_FAILED: connect refused' });
+    assert.equal(sim.actions('create', since).length, 0, 'nothing within the grace');
+    sim.advance(POOL_DEFAULTS.unhealthyGraceMs - 1);
+    assert.equal(sim.actions('create', since).length, 0, 'nothing within the grace');
+    sim.advance(1);
+    const created = sim.actions('create', since);
+    assert.equal(created.length, 1, 'one replacement at the end of the grace');
+    assert.equal(created[0]!.at, since + POOL_DEFAULTS.unhealthyGraceMs);
+    assert.match(sim.state.members.find((m) => m.name === sick)!.condemned ?? '', /^Unhealthy since .*PROBE_FAILED/);
+    sim.runUntil((s) => s.members.get(sick)!.deleted, 'the sick member deleted');
+    const replacement = created[0]!.action.name;
+    const deleted = sim.actions('delete', since).find((l) => l.action.name === sick)!;
+    const readyAt = sim.members.get(replacement)!.healthSinceMs + POOL_DEFAULTS.minHealthyMs;
+    assert.ok(
+      deleted.at >= readyAt,
+      `deleted at +${deleted.at - since} ms, its replacement ready at +${readyAt - since} ms`,
+    );
+    sim.runUntil((s) => s.ready(), 'Ready');
+    assert.equal(sim.state.replacements, 1);
+    assert.equal(sim.discovery().length, 2);
+  });
+
+  it('a Running member whose health stays Unknown does not make the reconciler wake in a loop', () => {
+    const sim = readyPool({ size: 1 });
+    const m = sim.discovery()[0]!;
+    sim.play(m, { health: 'Unknown' });
+    sim.advance(2 * POOL_DEFAULTS.unhealthyGraceMs); // pass() throws on a wake not after now
+    assert.ok(sim.steps < 50, `${sim.steps} steps`);
+  });
+});
+
+describe('the loop guard', () => {
+  it('K members that never become available stop creation (Degraded, with reasons), back off doubling, then create again', () => {
+    const sim = new PoolSim(poolSpec({ size: 1 }));
+    sim.fate = () => 'fail';
+    const { maxFailures, backoffMs } = POOL_DEFAULTS;
+    sim.pass();
+    sim.runUntil((s) => s.status().phase === 'Degraded', 'Degraded');
+    const at1 = sim.now;
+    assert.equal(sim.actions('create').length, maxFailures);
+    const st = sim.status();
+    const degraded = st.degraded;
+    assert.ok(degraded, 'status.degraded is set');
+    assert.equal(degraded.failures.length, maxFailures);
+    assert.ok(degraded.failures.every((f) => /KVM2_BOOT_TIMEOUT/.test(f.reason)));
+    assert.equal(degraded.until, new Date(at1 + backoffMs).toISOString());
+    assert.match(st.reason ?? '', /never became healthy/);
+    sim.advance(backoffMs - 1);
+    assert.equal(sim.actions('create', at1).length, 0, 'nothing created during the backoff');
+    sim.advance(1);
+    assert.equal(sim.actions('create', at1).length, 1, 'creation again after it');
+    sim.runUntil((s) => s.status().phase === 'Degraded', 'Degraded again');
+    const at2 = sim.now;
+    assert.equal(sim.status().degraded!.until, new Date(at2 + 2 * backoffMs).toISOString(), 'the backoff doubled');
+    sim.fate = () => 'healthy';
+    sim.advance(2 * backoffMs - 1);
+    assert.equal(sim.actions('create', at2).length, 0);
+    sim.runUntil((s) => s.ready(), 'Ready once members come up');
+    assert.equal(sim.state.backoffs, 0, 'a member that came up resets the backoff');
+    // Never a create/delete loop: creates bounded by the failures allowed.
+    assert.equal(sim.actions('create').length, 2 * maxFailures + 1);
+  });
+
+  it('the backoff doubles even while other members of the pool are healthy (one bad host)', () => {
+    const sim = readyPool({ size: 2 });
+    sim.fate = () => 'fail';
+    sim.play(sim.discovery()[0]!, { state: 'Failed' });
+    sim.runUntil((s) => s.status().phase === 'Degraded', 'Degraded');
+    const at1 = sim.now;
+    sim.runUntil((s) => (s.state.degradedSinceMs ?? 0) > at1, 'Degraded again', 2 * 3_600_000);
+    const st = sim.status();
+    assert.equal(Date.parse(st.degraded!.until) - Date.parse(st.degraded!.since), 2 * POOL_DEFAULTS.backoffMs);
+    assert.equal(sim.discovery().length, 1, 'the healthy member stays in discovery meanwhile');
+  });
+});
+
+describe('rolling update', () => {
+  it('maxSurge 1, maxUnavailable 0: never fewer than N in discovery, never more than N + 1 members', () => {
+    const sim = readyPool({ size: 3 });
+    const seen = guard(sim, 3, 4);
+    const old = memberNames(sim);
+    update(sim, { template: { imageKey: 'b' } });
+    assert.equal(sim.state.revision, 2);
+    sim.pass();
+    sim.runUntil((s) => s.ready() && s.state.members.every((m) => m.revision === 2), 'rolled out');
+    assert.equal(seen.minDiscovery, 3);
+    assert.equal(seen.maxLive, 4, 'the surge was used');
+    assert.ok(
+      old.every((n) => sim.members.get(n)!.deleted),
+      'every old member deleted',
+    );
+    assert.equal(sim.state.stableRevision, 2);
+    assert.equal(sim.status().updated, 3);
+    assert.equal(sim.actions('create').length, 6);
+  });
+
+  it('maxSurge 0, maxUnavailable 1: never fewer than N - 1 in discovery, never more than N members', () => {
+    const sim = readyPool({ size: 3, rollout: { maxSurge: 0, maxUnavailable: 1 } });
+    const seen = guard(sim, 2, 3);
+    update(sim, { template: { imageKey: 'b' } });
+    sim.pass();
+    sim.runUntil((s) => s.ready() && s.state.members.every((m) => m.revision === 2), 'rolled out');
+    assert.equal(seen.minDiscovery, 2);
+    assert.equal(seen.maxLive, 3);
+  });
+
+  it('with spares, the spares are rolled too and discovery never drops below N', () => {
+    const sim = readyPool({ size: 2, spares: 1 });
+    guard(sim, 2, 4);
+    update(sim, { template: { imageKey: 'b' } });
+    sim.pass();
+    sim.runUntil((s) => s.ready() && s.state.members.every((m) => m.revision === 2), 'rolled out');
+    assert.equal(sim.state.members.filter((m) => m.role === 'spare').length, 1);
+  });
+});
+
+describe('progress deadline', () => {
+  it('a rollout without progress rolls back to the stable revision', () => {
+    const sim = readyPool({ size: 2 });
+    guard(sim, 2, 3);
+    sim.fate = (m) => (m.imageKey === 'bad' ? 'hang' : 'healthy');
+    const at = sim.now;
+    update(sim, { template: { imageKey: 'bad' } });
+    sim.pass();
+    sim.runUntil((s) => s.state.rollbacks === 1, 'rolled back');
+    assert.equal(sim.now, at + POOL_DEFAULTS.progressDeadlineMs);
+    assert.equal(sim.state.revision, 1);
+    assert.match(sim.state.reason ?? '', /rolled back to revision 1/);
+    sim.runUntil((s) => s.ready(), 'Ready on revision 1');
+    assert.ok(sim.state.members.every((m) => m.revision === 1));
+    assert.ok(
+      [...sim.members.values()].filter((m) => m.imageKey === 'bad').every((m) => m.deleted),
+      'the stuck member of the bad revision deleted',
+    );
+  });
+
+  it('a template whose members fail at once (the loop guard in force) is still rolled back at the deadline', () => {
+    const sim = readyPool({ size: 2 });
+    guard(sim, 2, 3);
+    sim.fate = (m) => (m.imageKey === 'bad' ? 'fail' : 'healthy');
+    const at = sim.now;
+    update(sim, { template: { imageKey: 'bad' } });
+    sim.pass();
+    sim.runUntil((s) => s.state.rollbacks === 1, 'rolled back', 2 * POOL_DEFAULTS.progressDeadlineMs);
+    assert.ok(sim.now <= at + POOL_DEFAULTS.progressDeadlineMs, `rolled back after ${sim.now - at} ms`);
+    assert.notEqual(sim.status().phase, 'Degraded', 'the rollback ends the backoff: the stable template may create');
+    sim.runUntil((s) => s.ready(), 'Ready on revision 1');
+  });
+
+  it('no rollback without a stable revision: the pool says it makes no progress', () => {
+    const sim = new PoolSim(poolSpec({ size: 1 }));
+    sim.fate = () => 'hang';
+    sim.pass();
+    sim.advance(POOL_DEFAULTS.progressDeadlineMs + 1);
+    assert.equal(sim.state.rollbacks, 0);
+    assert.equal(sim.state.revision, 1);
+    assert.match(sim.state.reason ?? '', /no progress/);
+    assert.equal(rollbackTarget(sim.state, undefined), 'the pool has only one revision: nothing to roll back to');
+  });
+});
+
+describe('pause', () => {
+  it('stops the rollout (and its deadline) but not the replacement of a failed member', () => {
+    const sim = readyPool({ size: 2 });
+    guard(sim, 1, 3);
+    sim.state.paused = true;
+    update(sim, { template: { imageKey: 'b' } });
+    const at = sim.now;
+    sim.pass();
+    assert.equal(sim.status().phase, 'Paused');
+    sim.advance(2 * POOL_DEFAULTS.progressDeadlineMs);
+    assert.equal(sim.actions('create', at).length, 0, 'no rollout while paused');
+    assert.equal(sim.state.rollbacks, 0, 'no rollback while paused');
+    sim.play(sim.discovery()[0]!, { state: 'Failed' });
+    assert.equal(sim.actions('create', at).length, 1, 'a failed member is replaced while paused');
+    sim.runUntil((s) => s.discovery().length === 2, 'whole again');
+    assert.equal(sim.state.members.filter((m) => m.revision === 1).length, 1, 'the other old member stays');
+    sim.state.paused = false;
+    sim.pass();
+    sim.runUntil((s) => s.ready() && s.state.members.every((m) => m.revision === 2), 'rolled out after resume');
+  });
+});
+
+describe('rotation', () => {
+  it('replaces members past maxAgeMs (shortened by jitter) one at a time, oldest first', () => {
+    const maxAgeMs = 3_600_000;
+    const sim = new PoolSim(poolSpec({ size: 1, rotation: { maxAgeMs, jitter: 0.1 } }));
+    sim.pass();
+    sim.runUntil((s) => s.ready(), 'Ready');
+    for (const size of [2, 3]) {
+      sim.advance(10 * MIN); // created 10 min apart: more than the jitter (6 min) can reorder
+      update(sim, { size });
+      sim.pass();
+      sim.runUntil((s) => s.ready(), `Ready at ${size}`);
+    }
+    const first = [...sim.state.members].sort((a, b) => a.createdAtMs - b.createdAtMs).map((m) => m.name);
+    for (const m of sim.state.members) {
+      const age = m.expiresAtMs! - m.createdAtMs;
+      assert.ok(age <= maxAgeMs && age >= maxAgeMs * 0.9, `age limit ${age}`);
+    }
+    guard(sim, 3, 4);
+    sim.checks.push((s) => {
+      const rotating = s.state.members.filter((m) => m.role !== 'leaving' && /rotation/.test(m.condemned ?? ''));
+      assert.ok(rotating.length <= 1, `${rotating.length} members rotating at once`);
+    });
+    sim.advance(2 * maxAgeMs);
+    const deletions = sim.actions('delete').map((l) => l.action.name);
+    assert.deepEqual(
+      deletions.filter((n) => first.includes(n)),
+      first,
+      'the first members were rotated oldest first',
+    );
+  });
+});
+
+describe('scale down', () => {
+  /** A Ready pool of 4 whose members were created 1 min apart (oldest first in the result). */
+  function four(over: Partial<PoolSpec>, seed = 1): { sim: PoolSim; byAge: string[] } {
+    const sim = new PoolSim(poolSpec({ size: 1, ...over }), seed);
+    sim.pass();
+    sim.runUntil((s) => s.ready(), 'Ready');
+    for (const size of [2, 3, 4]) {
+      sim.advance(MIN);
+      update(sim, { size });
+      sim.pass();
+      sim.runUntil((s) => s.ready(), `Ready at ${size}`);
+    }
+    const byAge = [...sim.state.members].sort((a, b) => a.createdAtMs - b.createdAtMs).map((m) => m.name);
+    return { sim, byAge };
+  }
+  const leaving = (sim: PoolSim): string[] =>
+    sim.state.members
+      .filter((m) => m.role === 'leaving')
+      .map((m) => m.name)
+      .sort();
+
+  it('oldest: the oldest members leave', () => {
+    const { sim, byAge } = four({ scaleDownPolicy: 'oldest' });
+    update(sim, { size: 2 });
+    sim.pass();
+    assert.deepEqual(leaving(sim), byAge.slice(0, 2).sort());
+  });
+
+  it('newest: the newest members leave', () => {
+    const { sim, byAge } = four({ scaleDownPolicy: 'newest' });
+    update(sim, { size: 2 });
+    sim.pass();
+    assert.deepEqual(leaving(sim), byAge.slice(2).sort());
+  });
+
+  it('random (the default): not always the same ages kept', () => {
+    const kept = new Set<string>();
+    for (let seed = 1; seed <= 12; seed++) {
+      const { sim, byAge } = four({}, seed);
+      update(sim, { size: 1 });
+      sim.pass();
+      const stays = sim.state.members.find((m) => m.role !== 'leaving')!.name;
+      kept.add(String(byAge.indexOf(stays)));
+    }
+    assert.ok(kept.size >= 3, `the member kept was of age rank ${[...kept].join(', ')} over 12 seeds`);
+  });
+
+  it('an Unhealthy member leaves first, then spares, then by the policy', () => {
+    const { sim, byAge } = four({ scaleDownPolicy: 'oldest' });
+    sim.play(byAge[3]!, { health: 'False' }); // the newest, within its grace
+    update(sim, { size: 3 });
+    sim.pass();
+    assert.deepEqual(leaving(sim), [byAge[3]!]);
+    sim.runUntil((s) => s.ready(), 'Ready at 3');
+    update(sim, { size: 2, spares: 1 }); // one of the three serving members becomes the spare
+    sim.pass();
+    sim.runUntil((s) => s.ready(), 'Ready at 2 + 1');
+    assert.equal(sim.serving().length, 2, 'Ready: the spare has stopped serving');
+    sim.advance(POOL_DEFAULTS.drainDelayMs); // it has drained as a spare
+    const spare = sim.state.members.find((m) => m.role === 'spare')!.name;
+    update(sim, { size: 2, spares: 0 });
+    sim.pass();
+    assert.deepEqual(leaving(sim), [spare], 'the spare leaves, not the oldest');
+    assert.ok(
+      sim.actions('delete', sim.now).some((l) => l.action.name === spare),
+      'a drained spare is deleted at once',
+    );
+  });
+
+  it('a leaving member is told serving=false first, deleted only after it acknowledged and drainDelayMs passed', () => {
+    const sim = readyPool({ size: 3 });
+    sim.signalMs = 5_000;
+    const at = sim.now;
+    update(sim, { size: 2 });
+    const plan = sim.pass();
+    const gone = leaving(sim)[0]!;
+    assert.deepEqual(plan.actions, [{ kind: 'serve', name: gone, serving: false }]);
+    assert.ok(!sim.discovery().includes(gone), 'out of the pool’s discovery at once');
+    sim.runUntil((s) => s.members.get(gone)!.deleted, 'deleted');
+    const ack = sim.members.get(gone)!.servedAtMs.at(-1)!;
+    assert.equal(ack, at + 5_000);
+    const del = sim.actions('delete', at).find((l) => l.action.name === gone)!;
+    assert.equal(del.at, ack + POOL_DEFAULTS.drainDelayMs);
+  });
+});
+
+describe('spares', () => {
+  it('a failure promotes a spare (in discovery a signal later, not a boot later) and boots a new spare', () => {
+    const sim = readyPool({ size: 2, spares: 1 });
+    const spare = sim.state.members.find((m) => m.role === 'spare')!.name;
+    const victim = sim.discovery()[0]!;
+    const at = sim.now;
+    const plan = sim.play(victim, { state: 'Failed' });
+    assert.deepEqual(
+      plan.actions.map((a) => a.kind),
+      ['create', 'serve'],
+    );
+    assert.deepEqual(plan.actions[1], { kind: 'serve', name: spare, serving: true });
+    sim.advance(sim.signalMs);
+    assert.ok(sim.discovery().includes(spare), 'the spare in discovery a signal after the failure');
+    assert.equal(sim.discovery().length, 2);
+    assert.ok(sim.now - at < sim.bootMs);
+    sim.runUntil((s) => s.ready(), 'a new spare booted');
+    assert.equal(sim.state.members.filter((m) => m.role === 'spare').length, 1);
+  });
+});
+
+describe('placement and deletion', () => {
+  it('members on an avoided host are replaced elsewhere without a gap', () => {
+    const sim = readyPool({ size: 2 });
+    sim.hostOf = () => 'h2';
+    guard(sim, 2, 3);
+    const onH1 = [...sim.members.values()].filter((m) => m.host === 'h1').map((m) => m.name);
+    assert.ok(onH1.length > 0);
+    update(sim, { placement: { avoidHosts: ['h1'] } });
+    sim.pass();
+    sim.runUntil((s) => s.ready() && s.alive().every((m) => m.host === 'h2'), 'off h1');
+    assert.ok(onH1.every((n) => sim.members.get(n)!.deleted));
+  });
+
+  it('deleting the pool removes every member: spares at once, serving ones after the drain', () => {
+    const sim = readyPool({ size: 2, spares: 1 });
+    const spare = sim.state.members.find((m) => m.role === 'spare')!.name;
+    sim.state.deleting = true;
+    const at = sim.now;
+    const plan = sim.pass();
+    assert.ok(plan.actions.some((a) => a.kind === 'delete' && a.name === spare));
+    assert.equal(plan.actions.filter((a) => a.kind === 'serve' && !a.serving).length, 2);
+    assert.equal(sim.status().phase, 'Deleting');
+    sim.runUntil((s) => s.state.members.length === 0, 'no members');
+    assert.ok([...sim.members.values()].every((m) => m.deleted));
+    assert.equal(sim.actions('create', at).length, 0);
+    assert.equal(sim.now, at + sim.signalMs + POOL_DEFAULTS.drainDelayMs + sim.deleteMs);
+  });
+
+  it('a pass with nothing to do asks for nothing', () => {
+    const sim = readyPool({ size: 2 });
+    sim.advance(MIN);
+    const plan = reconcile(sim.state, sim.now, () => 0.5);
+    assert.deepEqual(plan.actions, []);
+  });
+});

@@ -1,0 +1,157 @@
+// The pool workflow's effects: the reconciler's actions applied (members started and deleted
+// through activities, roles sent by signal), the audit of members whose workflow ended unseen, and
+// what the pool publishes (memo, search attributes, the Web UI's current details).
+import {
+  getExternalWorkflowHandle,
+  setCurrentDetails,
+  upsertMemo,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { memberServingSignal } from '../../contracts/messages.ts';
+import { proxyWorkflowId } from '../../contracts/proxy.ts';
+import { SA_PROVIDER_ENTRY, SA_PROXY_POOL } from '../../contracts/search-attributes.ts';
+import { failureInfo } from '../failures.ts';
+import { quick } from '../stubs.ts';
+import type { PoolAction, PoolState } from './plan.ts';
+import { poolStatus } from './status.ts';
+
+/** How often the pool checks that every member it knows still has an open workflow. */
+export const AUDIT_INTERVAL_MS = 300_000;
+/** A member younger than this is not audited (its start may not be visible yet). */
+const AUDIT_MIN_AGE_MS = 120_000;
+
+const ENTRY_KEY = defineSearchAttributeKey(SA_PROVIDER_ENTRY, SearchAttributeType.KEYWORD);
+const POOL_KEY = defineSearchAttributeKey(SA_PROXY_POOL, SearchAttributeType.KEYWORD);
+
+/**
+ * Applies the reconciler's actions: starts and deletes through activities, roles by signal.
+ * Returns true when a start failed (the member is marked Failed: the next pass replaces it).
+ */
+export async function apply(state: PoolState, actions: PoolAction[], input: { ownerUid?: string }): Promise<boolean> {
+  let startFailed = false;
+  const { spec } = state;
+  const poolId = workflowInfo().workflowId;
+  const hostsOf = (): Map<string, number> => {
+    const counts = new Map<string, number>();
+    for (const m of state.members) {
+      const h = m.report?.host;
+      if (h !== undefined && m.role !== 'leaving') counts.set(h, (counts.get(h) ?? 0) + 1);
+    }
+    return counts;
+  };
+  await Promise.all(
+    actions.map(async (a) => {
+      if (a.kind === 'serve') {
+        await getExternalWorkflowHandle(proxyWorkflowId(spec.entry, a.name))
+          .signal(memberServingSignal, { serving: a.serving })
+          .catch(() => undefined); // a member that ended meanwhile: its end report follows
+        return;
+      }
+      if (a.kind === 'delete') {
+        try {
+          await quick.deletePoolMember({ entry: spec.entry, name: a.name });
+        } catch (err) {
+          const m = state.members.find((x) => x.name === a.name);
+          if (m !== undefined) m.deleteSent = false; // the next pass asks again
+          state.reason = `deleting ${a.name}: ${failureInfo(err).message}`;
+        }
+        return;
+      }
+      const template = state.revisions.find((r) => r.revision === a.revision)?.template ?? spec.template;
+      const counts = hostsOf();
+      const perHost = spec.placement.maxPerHost ?? Infinity;
+      const fewest = Math.min(...counts.values());
+      const crowded = [...counts]
+        .filter(([, n]) => n >= perHost || (perHost === Infinity && n > fewest))
+        .map(([h]) => h);
+      try {
+        await quick.startPoolMember({
+          pool: poolId,
+          poolName: spec.name,
+          entry: spec.entry,
+          name: a.name,
+          template,
+          ...(input.ownerUid === undefined ? {} : { ownerUid: input.ownerUid }),
+          avoidHosts: spec.placement.avoidHosts,
+          crowdedHosts: crowded,
+        });
+      } catch (err) {
+        // Not started (the ID is taken by another spec, the entry is unknown...): gone again, and
+        // it counts against the loop guard like a member that failed.
+        const m = state.members.find((x) => x.name === a.name);
+        if (m !== undefined) {
+          startFailed = true;
+          const f = failureInfo(err);
+          m.report = {
+            name: a.name,
+            state: 'Failed',
+            health: 'Unknown',
+            healthSince: new Date().toISOString(),
+            port: 0,
+            serving: false,
+            lastError: `${f.code}: ${f.message}`,
+            at: new Date().toISOString(),
+          };
+        }
+      }
+    }),
+  );
+  return startFailed;
+}
+
+/** Marks members whose workflow is no longer open (a report lost, a termination) as ended. */
+export async function audit(state: PoolState): Promise<void> {
+  const now = Date.now();
+  const old = state.members.filter((m) => now - m.createdAtMs >= AUDIT_MIN_AGE_MS);
+  if (old.length === 0) return;
+  let open: string[];
+  try {
+    open = await quick.listPoolMembers({ entry: state.spec.entry, pool: state.spec.name });
+  } catch {
+    return; // the next audit tries again
+  }
+  const set = new Set(open);
+  for (const m of old) {
+    if (set.has(m.name)) continue;
+    const at = new Date().toISOString();
+    m.report = {
+      ...(m.report ?? { name: m.name, health: 'Unknown', healthSince: at, port: 0, serving: false }),
+      state: m.role === 'leaving' ? 'Deleted' : 'Failed',
+      lastError: m.report?.lastError ?? 'its workflow is no longer open',
+      at,
+    };
+  }
+}
+
+/** Memo, search attributes and current details: upserted only when what they hold changes. */
+export function publishPool(state: PoolState, last: string, phase?: 'Deleted'): string {
+  const st = poolStatus(state, Date.now());
+  const memo = {
+    pool: st.name,
+    entry: st.entry,
+    phase: phase ?? st.phase,
+    desired: st.desired,
+    spares: st.spares,
+    healthy: st.healthy,
+    available: st.available,
+    updated: st.updated,
+    revision: st.revision,
+  };
+  const key = JSON.stringify(memo);
+  const step = st.rollout?.step ?? st.reason ?? '';
+  setCurrentDetails(
+    `**${memo.phase}** · pool \`${st.entry}/${st.name}\` · desired ${st.desired} · healthy ${st.healthy} · ` +
+      `available ${st.available} · updated ${st.updated} · spares ${st.spares}${step ? ` · ${step}` : ''}`,
+  );
+  if (key === last) return last;
+  if (last === '') {
+    upsertSearchAttributes([
+      { key: ENTRY_KEY, value: st.entry },
+      { key: POOL_KEY, value: `${st.entry}/${st.name}` },
+    ]);
+  }
+  upsertMemo(memo);
+  return key;
+}

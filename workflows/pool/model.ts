@@ -1,0 +1,138 @@
+// The pool's state as the workflow keeps it (and carries through continue-as-new), the member
+// predicates every rule reads, and the pure changes messages make to it. No Temporal imports.
+import type { MemberReport, MemberRole, PoolFailure, PoolTemplate, ResolvedPoolSpec } from '../../contracts/pool.ts';
+
+/** One member as the pool keeps it. */
+export interface MemberRecord {
+  name: string;
+  revision: number;
+  createdAtMs: number;
+  /** Rotation: replaced once the time passes (createdAt + maxAgeMs, shortened by jitter). */
+  expiresAtMs?: number;
+  role: MemberRole;
+  /** The serving value last sent to the member (it acknowledges through its report). */
+  sentServing: boolean;
+  /** Role `leaving`: when it started, and whether it had served; when the member last acknowledged leaving discovery. */
+  leavingSinceMs?: number;
+  leftDiscoveryAtMs?: number;
+  hadServed?: boolean;
+  deleteSent?: boolean;
+  /** Why the member is to be replaced (recomputed on every pass). */
+  condemned?: string;
+  /** The member was ever available (Healthy for minHealthyMs). */
+  everReady: boolean;
+  report?: MemberReport;
+}
+
+export interface RolloutState {
+  revision: number;
+  startedAtMs: number;
+  lastProgressAtMs: number;
+  /** Progress is measured by this count going up: updated members ready, plus old ones removed. */
+  progress: number;
+}
+
+export interface PoolState {
+  spec: ResolvedPoolSpec;
+  revision: number;
+  /** Every revision's template, newest last (a rollback goes back to one of them). */
+  revisions: { revision: number; template: PoolTemplate; at: string }[];
+  stableRevision?: number;
+  members: MemberRecord[];
+  paused: boolean;
+  failures: PoolFailure[];
+  degradedSinceMs?: number;
+  degradedUntilMs?: number;
+  backoffs: number;
+  rollout?: RolloutState;
+  replacements: number;
+  rollbacks: number;
+  /** Members removed since the rollout started (for its progress). */
+  removedOld: number;
+  deleting: boolean;
+  reason?: string;
+  createdAt: string;
+}
+
+export type PoolAction =
+  | { kind: 'create'; name: string; revision: number }
+  | { kind: 'serve'; name: string; serving: boolean }
+  | { kind: 'delete'; name: string };
+
+export interface Plan {
+  actions: PoolAction[];
+  /** Workflow time (ms) at which the plan may change without any message; undefined: only a message changes it. */
+  wakeAtMs?: number;
+}
+
+/** Healthy, Running and Healthy for the pool's minHealthyMs. */
+export function isReady(m: MemberRecord, spec: ResolvedPoolSpec, nowMs: number): boolean {
+  const r = m.report;
+  if (r === undefined || r.state !== 'Running' || r.health !== 'True' || r.ip === undefined) return false;
+  return nowMs - Date.parse(r.healthSince) >= spec.rollout.minHealthyMs;
+}
+
+/** Ready and in discovery: its role serves and the member said it applied that. */
+export function isAvailable(m: MemberRecord, spec: ResolvedPoolSpec, nowMs: number): boolean {
+  return m.role === 'serving' && m.report?.serving === true && isReady(m, spec, nowMs);
+}
+
+export const ended = (m: MemberRecord): boolean => m.report?.state === 'Deleted' || m.report?.state === 'Failed';
+
+/** A member name `<pool>-<5 characters>` from `random` (in [0, 1)), unused in `taken`. */
+export function memberName(pool: string, taken: ReadonlySet<string>, random: () => number): string {
+  const alphabet = 'abcdefghijklmnopqrstuvwxyz0123456789';
+  for (;;) {
+    let s = '';
+    for (let i = 0; i < 5; i++) s += alphabet[Math.floor(random() * alphabet.length)];
+    const name = `${pool}-${s}`;
+    if (!taken.has(name)) return name;
+  }
+}
+
+/** Records a member's report (a stale one, older than the last, is ignored); returns whether it was taken. */
+export function applyReport(state: PoolState, report: MemberReport): boolean {
+  const m = state.members.find((x) => x.name === report.name);
+  if (m === undefined) return false;
+  if (m.report !== undefined && Date.parse(report.at) < Date.parse(m.report.at)) return false;
+  // When it stopped serving (any role: a spare demoted long ago has drained already).
+  if (report.serving) m.leftDiscoveryAtMs = undefined;
+  else if (m.report?.serving === true) m.leftDiscoveryAtMs = Date.parse(report.at);
+  m.report = report;
+  return true;
+}
+
+/** A new pool's state for `spec` (defaults filled in): revision 1, no members yet. */
+export function newPoolState(spec: ResolvedPoolSpec, at: string): PoolState {
+  return {
+    spec,
+    revision: 1,
+    revisions: [{ revision: 1, template: spec.template, at }],
+    members: [],
+    paused: false,
+    failures: [],
+    backoffs: 0,
+    replacements: 0,
+    rollbacks: 0,
+    removedOld: 0,
+    deleting: false,
+    createdAt: at,
+  };
+}
+
+/**
+ * Takes `next` as the pool's spec; a template unlike the current one becomes a new revision (its
+ * members replace the others by the rollout's rules). The last 10 revisions are kept, and the
+ * stable one whatever its age (the progress deadline rolls back to it).
+ */
+export function applySpec(state: PoolState, next: ResolvedPoolSpec, at: string): void {
+  if (JSON.stringify(next.template) !== JSON.stringify(state.spec.template)) {
+    const revision = Math.max(...state.revisions.map((r) => r.revision)) + 1;
+    const all = [...state.revisions, { revision, template: next.template, at }];
+    state.revisions = all.filter((r, i) => i >= all.length - 10 || r.revision === state.stableRevision);
+    state.revision = revision;
+    state.removedOld = 0;
+    state.reason = undefined;
+  }
+  state.spec = next;
+}
