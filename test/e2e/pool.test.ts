@@ -89,7 +89,7 @@ describe(
     /** A CONNECT through the member at `address` to the target, sent from inside `host`: the CONNECT's status. */
     const connectThrough = async (host: TestHost, address: string): Promise<number> => {
       const script =
-        `curl -s -o /dev/null --max-time 5 -x 'http://${address}' -p 'http://${hosts[0]!.rootSideAddress}:${target.port}/'` +
+        `curl -s -o /dev/null --max-time 10 -x 'http://${address}' -p 'http://${hosts[0]!.rootSideAddress}:${target.port}/'` +
         ` -w '%{http_connect}'; true`;
       const out = await inHost(host, ['sh', '-c', script], 15_000).catch(() => '000');
       return Number(out.trim().slice(-3)) || 0;
@@ -229,8 +229,9 @@ describe(
     });
 
     it('rolling update: a new image key rolls through and discovery never drops below two', async () => {
-      const samples: { listed: number; answered: number }[] = [];
+      const samples: { listed: number; answered: number; at: number; failed?: string[] }[] = [];
       let probing = true;
+      const t0 = performance.now();
       const prober = (async () => {
         for (let i = 0; probing && i < 1200; i++) {
           const t = performance.now();
@@ -243,7 +244,15 @@ describe(
                 return h ? connectThrough(h, a.address) : Promise.resolve(0);
               }),
             );
-            samples.push({ listed: listed.length, answered: codes.filter((c) => c === 200).length });
+            const failed = listed.flatMap((a, j) => (codes[j] === 200 ? [] : [`${a.name} ${a.address}: ${codes[j]}`]));
+            const at = Math.round(performance.now() - t0);
+            samples.push({
+              listed: listed.length,
+              answered: listed.length - failed.length,
+              at,
+              ...(failed.length ? { failed } : {}),
+            });
+            if (failed.length > 0) say(`sample at ${secs(at)}: ${failed.join('; ')}`);
           }
           await sleep(Math.max(0, 1000 - (performance.now() - t)));
         }
@@ -274,7 +283,10 @@ describe(
         ok,
       );
       assert.ok(samples.length > 10, 'the prober took samples');
-      assert.ok(fewest >= SIZE, `at every sample at least ${SIZE} members answered: ${JSON.stringify(samples)}`);
+      assert.ok(
+        fewest >= SIZE,
+        `at every sample at least ${SIZE} members answered: ${JSON.stringify(samples.filter((x) => x.failed))}`,
+      );
     });
 
     it('delete: the pool ends Deleted and leaves no domain of the entry', async () => {

@@ -33,6 +33,10 @@ import {
 } from '../support/workflow-harness.ts';
 
 const e = fileEnv();
+/** History event types (`temporal.api.enums.v1.EventType`). */
+const COMPLETED = 2;
+const SIGNAL_INITIATED = 37;
+const EXTERNAL_SIGNALED = 39;
 const opts = { timeout: TEST_TIMEOUT_MS };
 
 /** An open workflow at a pool's ID that only collects what is sent to it (its history). */
@@ -135,6 +139,12 @@ describe('a pool member', () => {
           await m.handle.executeUpdate(proxyDeleteUpdate);
           await m.handle.result();
           await reportWhen(m.pool, (r) => r.state === 'Deleted', 'the Deleted report');
+          // The run waited for its last signal to be delivered before it completed (a server drops
+          // the signal of a sender that has completed).
+          const tail = (await events(m.handle)).map((ev) => Number(ev.eventType));
+          const delivered = tail.lastIndexOf(EXTERNAL_SIGNALED);
+          assert.ok(delivered > tail.lastIndexOf(SIGNAL_INITIATED), 'the last signal was confirmed delivered');
+          assert.ok(delivered < tail.lastIndexOf(COMPLETED), 'before the run completed');
         },
         started,
       );

@@ -66,6 +66,7 @@ export async function healthLoop(run: ProxyRun, images: ImageWaiter, proxy: Reso
     const limit = run.input.continueAsNewAfterPolls;
     if (workflowInfo().continueAsNewSuggested || (limit !== undefined && polls >= limit)) {
       await condition(allHandlersFinished);
+      await run.lastReport; // a pool member's last report reaches its pool first
       // The memo (the client's spec among it) goes along explicitly.
       await makeContinueAsNewFunc<(input: ProxyWorkflowInput) => Promise<ProxyOutcome>>({
         memo: workflowInfo().memo,

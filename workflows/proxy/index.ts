@@ -69,6 +69,8 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
   const cancelled = !run.deleteRequested && failed === undefined;
   const outcome = await finish(run, images, failed, cancelled);
   await condition(allHandlersFinished);
+  // A pool member's last report (Deleted, Failed) must reach its pool before the run ends.
+  await run.lastReport;
   if (failed !== undefined) {
     throw ApplicationFailure.create({
       type: failed.code,

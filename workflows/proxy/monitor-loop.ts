@@ -83,6 +83,7 @@ export async function monitorLoop(run: ProxyRun, images: ImageWaiter, proxy: Res
     publishIfChanged(run);
     if (got.reason === 'Checkpoint' || workflowInfo().continueAsNewSuggested) {
       await condition(allHandlersFinished);
+      await run.lastReport; // a pool member's last report reaches its pool first
       // The memo (the client's spec among it) goes along explicitly.
       await makeContinueAsNewFunc<(input: ProxyWorkflowInput) => Promise<ProxyOutcome>>({
         memo: workflowInfo().memo,

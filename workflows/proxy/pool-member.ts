@@ -32,7 +32,9 @@ function reportKey(r: MemberReport): string {
 
 /**
  * Sends the pool the member's summary when it changed since the last report. The signal is not
- * awaited by the caller: a pool that is gone (deleted before its member) is no error of the member.
+ * awaited here (the workflow awaits the last one before it ends: a signal whose sender has
+ * completed is not delivered); a pool that is gone (deleted before its member) is no error of
+ * the member.
  */
 export function reportToPool(run: ProxyRun, at: string): void {
   const pool = run.input.pool;
@@ -41,7 +43,7 @@ export function reportToPool(run: ProxyRun, at: string): void {
   const key = reportKey(report);
   if (key === run.reported) return;
   run.reported = key;
-  getExternalWorkflowHandle(pool.workflowId)
+  run.lastReport = getExternalWorkflowHandle(pool.workflowId)
     .signal(poolMemberSignal, report)
     .catch(() => undefined);
 }

@@ -82,6 +82,8 @@ export class ProxyRun {
   published: string | undefined;
   /** What the member last reported to its pool (reportKey). */
   reported: string | undefined;
+  /** The last report's signal: awaited before the workflow ends (the server drops a signal its sender outlived). */
+  lastReport: Promise<void> | undefined;
 
   readonly input: ProxyWorkflowInput;
 
