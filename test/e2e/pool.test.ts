@@ -257,7 +257,6 @@ describe(
           await sleep(Math.max(0, 1000 - (performance.now() - t)));
         }
       })();
-      const t0 = performance.now();
       try {
         const accepted = await pool.executeUpdate(poolSpecUpdate, { args: [{ template: { imageKey: key2 } }] });
         assert.equal(accepted.revision, 2);
