@@ -84,4 +84,4 @@ export type DeletePoolResponse =
   /** 200: the pool had already ended. */
   | { done: true; pool: PoolSummary; status?: undefined }
   /** 202: accepted (members are being deleted); or 200 with ?wait=true once the pool ended (its last status). */
-  | { accepted: true; workflowId: string; done: boolean; status: PoolStatus; message?: string };
+  | { accepted: true; workflowId: string; done: boolean; status: PoolStatus; message?: string; pool?: undefined };

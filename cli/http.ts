@@ -50,7 +50,7 @@ export function exitFor(status: number): number {
  */
 export async function api<T>(
   t: ApiTarget,
-  method: 'GET' | 'POST' | 'DELETE',
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE',
   path: string,
   body?: unknown,
 ): Promise<{ status: number; body: T }> {

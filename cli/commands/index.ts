@@ -6,6 +6,11 @@ import { dev } from './dev.ts';
 import { discovery } from './discovery.ts';
 import { hostsCheck } from './hosts-check.ts';
 import { imageWarm } from './image-warm.ts';
+import { poolDelete, poolPause, poolResume, poolRollback, poolScale } from './pool-actions.ts';
+import { poolCreate } from './pool-create.ts';
+import { poolGet, poolList } from './pool-get.ts';
+import { poolUpdate } from './pool-update.ts';
+import { poolWatch } from './pool-watch.ts';
 import { proxyCreate } from './proxy-create.ts';
 import { proxyDelete } from './proxy-delete.ts';
 import { proxyGet } from './proxy-get.ts';
@@ -23,6 +28,16 @@ export const COMMANDS: readonly Command[] = [
   proxyResize,
   proxyWatch,
   proxyUp,
+  poolCreate,
+  poolGet,
+  poolList,
+  poolScale,
+  poolUpdate,
+  poolPause,
+  poolResume,
+  poolRollback,
+  poolDelete,
+  poolWatch,
   imageWarm,
   discovery,
   hostsCheck,
@@ -50,9 +65,10 @@ TEMPORAL_ADDRESS (${DEFAULT_TEMPORAL_ADDRESS}), TEMPORAL_NAMESPACE (${DEFAULT_TE
 (${TASK_QUEUE}), TEMPORAL_UI_URL; LOG_LEVEL (warn; logs are JSON lines on stderr).
 
 Exit codes: 0 ok, 1 failure (including 401/403 and a Failed proxy), 2 usage or bad input (400),
-3 not found (404), 4 conflict (409), 5 API or Temporal unavailable (unreachable, 503).`;
+3 not found (404), 4 conflict or refused (409: another spec, a pool refusing an update), 5 API or
+Temporal unavailable (unreachable, 503).`;
 
-export const TOP_HELP = `egressctl: start, inspect and delete egress proxies through the API
+export const TOP_HELP = `egressctl: start, inspect and delete egress proxies and pools of them through the API
 
 Commands:
 ${COMMANDS.map((c) => `  ${c.usage}`).join('\n')}

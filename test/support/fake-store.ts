@@ -290,7 +290,8 @@ export class FakePools implements PoolStore {
     const p = this.#get(entry, name);
     if (p === undefined || !this.deleteEnds) return Promise.resolve(undefined);
     p.summary = { ...p.summary, execution: 'COMPLETED', phase: 'Deleted' };
-    return Promise.resolve({ ...structuredClone(p.status), phase: 'Deleted', members: [] });
+    p.status = { ...p.status, phase: 'Deleted', members: [] };
+    return Promise.resolve(structuredClone(p.status));
   }
 }
 
