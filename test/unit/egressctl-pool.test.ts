@@ -11,7 +11,7 @@ import { parseArgs } from 'node:util';
 import type { FastifyInstance } from 'fastify';
 import { TokenAuth } from '../../api/auth.ts';
 import { buildApi } from '../../api/server.ts';
-import type { Context, OptionValues } from '../../cli/command.ts';
+import type { Context } from '../../cli/command.ts';
 import { findCommand } from '../../cli/commands/index.ts';
 import { CliError, EXIT } from '../../cli/http.ts';
 import type { PoolSpecPatch } from '../../contracts/pool.ts';
