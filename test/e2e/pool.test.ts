@@ -10,6 +10,9 @@
  *                   prober asks the pool every second for its discovery list and CONNECTs through
  *                   each listed member (from inside the member's host): at no sample do fewer than
  *                   2 answer; every member ends on the new key
+ *   host lost       the host with the most members black-holed (a blackhole route to its address):
+ *                   the pool is whole again on the other host; once the route goes, the stranded
+ *                   members' workflows delete their VMs
  *   delete          the pool's delete ends its workflow Deleted; no domain of the entry is left
  *
  *   test/e2e/run pool     (builds or reuses the image first)
@@ -18,6 +21,8 @@
  * to loopback and to the test hosts (CONNECTs are sent from inside the member's host namespace).
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -38,6 +43,7 @@ import { connectClient, uniqueId } from '../support/temporal.ts';
 import { domainsOf, inHost, loadTestHosts, virsh } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
 
+const pexec = promisify(execFile);
 const run = Date.now().toString(36);
 const entry = `pl${run}`;
 const owner = `e2e-pool-${run}`;
@@ -61,6 +67,8 @@ describe(
     let worker: WorkerProcess | undefined;
     let pool: WorkflowHandle<typeof poolWorkflow>;
     const rows: string[] = [];
+    /** The test host address black-holed right now (removed on every path). */
+    let blackholed: string | undefined;
     /** Every member name the pool reported (their workflows must all have ended at the end). */
     const seen = new Set<string>();
     const row = (check: string, value: string, ok = true): void => {
@@ -145,6 +153,8 @@ describe(
     });
 
     after(async () => {
+      if (blackholed !== undefined)
+        await pexec('ip', ['route', 'del', 'blackhole', `${blackholed}/32`]).catch(() => undefined);
       const d = await pool?.describe().catch(() => undefined);
       if (d?.status.name === 'RUNNING') {
         await within(pool.executeUpdate(poolDeleteUpdate), 30_000, 'delete the pool').catch(() => undefined);
@@ -286,6 +296,49 @@ describe(
         fewest >= SIZE,
         `at every sample at least ${SIZE} members answered: ${JSON.stringify(samples.filter((x) => x.failed))}`,
       );
+    });
+
+    it('host lost: the members of a black-holed host are replaced on the other; their VMs go once it returns', async () => {
+      const before = await status();
+      const on = (h: TestHost): string[] => before.members.filter((m) => m.host === h.name).map((m) => m.name);
+      const lost = on(hosts[0]!).length >= on(hosts[1]!).length ? hosts[0]! : hosts[1]!;
+      const stranded = on(lost);
+      assert.ok(stranded.length > 0, `a member runs on ${lost.name}`);
+      const t0 = performance.now();
+      await pexec('ip', ['route', 'add', 'blackhole', `${lost.address}/32`], { timeout: 10_000 });
+      blackholed = lost.address;
+      say(`black-holed ${lost.name} (${lost.address}), members there: ${stranded.join(', ')}`);
+      let back = 0;
+      try {
+        const st = await until(
+          (s) =>
+            s.available === SIZE &&
+            s.members.filter((m) => m.available).every((m) => m.host !== lost.name && !stranded.includes(m.name)),
+          READY_BOUND_MS,
+          `the pool whole again without ${lost.name}`,
+        );
+        back = performance.now() - t0;
+        row(
+          'host lost',
+          `${SIZE}/${SIZE} available on the other host ${secs(back)} after the black hole (replacements ${st.replacements})`,
+        );
+      } finally {
+        await pexec('ip', ['route', 'del', 'blackhole', `${lost.address}/32`], { timeout: 10_000 });
+        blackholed = undefined;
+      }
+      const t1 = performance.now();
+      await until(
+        (s) => !s.members.some((m) => stranded.includes(m.name)),
+        10 * 60_000,
+        'the stranded members deleted',
+      );
+      const left = (await domainsOf(lost, entry)).filter((d) => stranded.some((n) => d.endsWith(`_${n}`)));
+      row(
+        'host returned',
+        `stranded ${stranded.join(', ')} deleted ${secs(performance.now() - t1)} after it returned; ${left.length} of their domains left`,
+        left.length === 0,
+      );
+      assert.deepEqual(left, []);
     });
 
     it('delete: the pool ends Deleted and leaves no domain of the entry', async () => {
