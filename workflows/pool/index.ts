@@ -26,7 +26,7 @@ import type { PoolSpec, PoolSpecPatch, PoolStatus, RollbackRequest, ScaleRequest
 import { poolSpecProblems, resolvePoolSpec, scaleProblems } from '../../contracts/pool.ts';
 import { CODES } from '../../contracts/errors.ts';
 import type { PoolState } from './plan.ts';
-import { applyReport, applySpec, newPoolState, reconcile, rollbackTo } from './plan.ts';
+import { applyReport, applySpec, newPoolState, nextRandom, reconcile, rollbackTo, seedOf } from './plan.ts';
 import { poolStatus, rollbackTarget, specOfState } from './status.ts';
 import { apply, audit, AUDIT_INTERVAL_MS, publishPool } from './effects.ts';
 
@@ -132,7 +132,7 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
   for (;;) {
     dirty = false;
     passes++;
-    const plan = reconcile(state, Date.now(), Math.random);
+    const plan = reconcile(state, Date.now(), () => nextRandom(state));
     published = publishPool(state, published);
     if (await apply(state, plan.actions, input)) poke();
     if (state.deleting && state.members.length === 0) break;
@@ -162,5 +162,5 @@ function initialState(spec: PoolSpec, at: string): PoolState {
   if (problems.length > 0) {
     throw ApplicationFailure.create({ type: CODES.poolSpecInvalid, message: problems.join('; '), nonRetryable: true });
   }
-  return newPoolState(resolvePoolSpec(spec), at);
+  return newPoolState(resolvePoolSpec(spec), at, seedOf(workflowInfo().firstExecutionRunId));
 }

@@ -52,6 +52,12 @@ export interface PoolState {
   deleting: boolean;
   reason?: string;
   createdAt: string;
+  /**
+   * The pool's own random stream (names, scale-down choices, rotation jitter), kept in the state
+   * so continue-as-new carries it: the workflow's Math.random is shared with interceptors (the
+   * tracing plugin draws span IDs from it), and what they draw must not change the pool's commands.
+   */
+  rng: number;
 }
 
 export type PoolAction =
@@ -103,8 +109,9 @@ export function applyReport(state: PoolState, report: MemberReport): boolean {
 }
 
 /** A new pool's state for `spec` (defaults filled in): revision 1, no members yet. */
-export function newPoolState(spec: ResolvedPoolSpec, at: string): PoolState {
+export function newPoolState(spec: ResolvedPoolSpec, at: string, seed = 1): PoolState {
   return {
+    rng: seed >>> 0,
     spec,
     revision: 1,
     revisions: [{ revision: 1, template: spec.template, at }],
@@ -135,4 +142,20 @@ export function applySpec(state: PoolState, next: ResolvedPoolSpec, at: string):
     state.reason = undefined;
   }
   state.spec = next;
+}
+
+/** The next number in [0, 1) of the pool's random stream (mulberry32 over `state.rng`). */
+export function nextRandom(state: PoolState): number {
+  state.rng = (state.rng + 0x6d2b79f5) >>> 0;
+  let t = state.rng;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+}
+
+/** A 32-bit seed from a string (FNV-1a): the pool's first run ID seeds its stream. */
+export function seedOf(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return h;
 }

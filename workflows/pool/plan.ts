@@ -8,7 +8,7 @@ import { ended, isAvailable, isReady, memberName } from './model.ts';
 import { condemn, errorOf, recordFailure, scaleDownOrder, trackRollout } from './policies.ts';
 
 export type { MemberRecord, PoolAction, PoolState, Plan, RolloutState } from './model.ts';
-export { applyReport, applySpec, isAvailable, isReady, memberName, newPoolState } from './model.ts';
+export { applyReport, applySpec, isAvailable, isReady, memberName, newPoolState, nextRandom, seedOf } from './model.ts';
 export { rollbackTo } from './policies.ts';
 
 /**

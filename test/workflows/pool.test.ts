@@ -1,0 +1,292 @@
+/**
+ * The pool workflow on the time-skipping test server: the real poolWorkflow with fakes of its
+ * activities (test/support/pool-harness.ts); members are stand-in workflows under the members'
+ * IDs that report to the pool (`poolMemberSignal`) and apply its `serving` signals. The policies
+ * themselves are unit-tested in test/unit/pool-plan.test.ts; here: the workflow applies them,
+ * its updates refuse bad requests before the history, and continue-as-new carries the members.
+ *
+ * EP_RECORD_POOL_REPLAY=1 writes the histories of the rollout and the rollback tests to
+ * test/replay/pool-*.sdk-<version>.json (replayed by test/unit/replay.test.ts).
+ */
+import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
+import { describe, it } from 'node:test';
+import { ApplicationFailure } from '@temporalio/activity';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import type { WorkflowHandle } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
+import { format, resolveConfig } from 'prettier';
+import {
+  poolDeleteUpdate,
+  poolPauseUpdate,
+  poolResumeUpdate,
+  poolRollbackUpdate,
+  poolScaleUpdate,
+  poolSpecUpdate,
+} from '../../contracts/messages.ts';
+import type { PoolStatus } from '../../contracts/pool.ts';
+import { TEST_TIMEOUT_MS, withWorker } from '../support/workflow-harness.ts';
+import {
+  PoolFakes,
+  poolFileEnv,
+  poolStatus,
+  poolWhen,
+  readyAt,
+  startPool,
+  testPoolSpec,
+} from '../support/pool-harness.ts';
+import type { PoolHandle } from '../support/pool-harness.ts';
+
+const e = poolFileEnv();
+const opts = { timeout: TEST_TIMEOUT_MS };
+
+/** Runs `fn` with a worker serving `f`'s fakes; everything the test started is terminated after. */
+async function withPool<T>(f: PoolFakes, fn: (tq: string, started: WorkflowHandle[]) => Promise<T>): Promise<T> {
+  const started: WorkflowHandle[] = [];
+  return withWorker(
+    e,
+    f.activities(),
+    async (tq) => {
+      f.taskQueue = tq;
+      f.started = started;
+      return fn(tq, started);
+    },
+    started,
+  );
+}
+
+/** Update events (accepted or completed) in the pool's history: a refused update leaves none. */
+async function updateEvents(h: WorkflowHandle): Promise<number> {
+  const history = await h.fetchHistory();
+  return (history.events ?? []).filter(
+    (ev) => ev.workflowExecutionUpdateAcceptedEventAttributes || ev.workflowExecutionUpdateCompletedEventAttributes,
+  ).length;
+}
+
+async function refusal(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (err) {
+    assert.ok(err instanceof WorkflowUpdateFailedError, `a WorkflowUpdateFailedError, got ${String(err)}`);
+    return err.cause?.message ?? err.message;
+  }
+  throw new Error('the update was accepted; a refusal was expected');
+}
+
+/** Writes the run's history as a replay file when asked to (EP_RECORD_POOL_REPLAY=1). */
+async function record(h: WorkflowHandle, name: string): Promise<void> {
+  if (process.env['EP_RECORD_POOL_REPLAY'] !== '1') return;
+  const sdk = (createRequire(import.meta.url)('@temporalio/workflow/package.json') as { version: string }).version;
+  const file = new URL(`../replay/${name}.sdk-${sdk}.json`, import.meta.url).pathname;
+  const text = historyToJSON(await h.fetchHistory());
+  await writeFile(file, await format(text, { ...(await resolveConfig(file)), filepath: file }));
+}
+
+const names = (s: PoolStatus): string[] => s.members.map((m) => m.name);
+
+describe('pool workflow', () => {
+  it('creates N members, each told to serve once Healthy: Ready with N in discovery', opts, async () => {
+    const f = new PoolFakes(e);
+    await withPool(f, async (tq, started) => {
+      const h = await startPool(e, tq, started, testPoolSpec({ size: 2, spares: 1 }));
+      const s = await poolWhen(h, readyAt(2), 'Ready');
+      assert.equal(f.starts().length, 3);
+      assert.equal(s.members.filter((m) => m.role === 'spare').length, 1);
+      assert.equal(s.stableRevision, 1);
+      for (const m of s.members) {
+        const view = await f.view(m.name);
+        assert.deepEqual(
+          view.served,
+          m.role === 'serving' ? [true] : [],
+          `${m.name} (${m.role}) was told ${JSON.stringify(view.served)}`,
+        );
+        if (m.role === 'serving') assert.ok(m.available && m.address, `${m.name} available with an address`);
+      }
+    });
+  });
+
+  it('replaces a Failed member at once; a start that fails is replaced too', opts, async () => {
+    const f = new PoolFakes(e);
+    let refused = 0;
+    f.beforeStart = () => {
+      if (f.starts().length === 2 && refused++ === 0) {
+        throw ApplicationFailure.create({
+          type: 'POOL_MEMBER_CONFLICT',
+          message: 'the ID is taken',
+          nonRetryable: true,
+        });
+      }
+    };
+    await withPool(f, async (tq, started) => {
+      const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }));
+      const s = await poolWhen(h, readyAt(2), 'Ready');
+      assert.equal(f.starts().length, 3, 'the refused start was replaced');
+      assert.equal(s.replacements, 1);
+      const victim = s.members[0]!.name;
+      await f.play(victim, { state: 'Failed', lastError: 'KVM2_DOMAIN_GONE: destroyed' });
+      const after = await poolWhen(h, (x) => readyAt(2)(x) && !names(x).includes(victim), 'replaced');
+      assert.equal(after.replacements, 2);
+      assert.equal(f.starts().length, 4);
+    });
+  });
+
+  it('refuses bad updates before they enter the history, with the reason', opts, async () => {
+    const f = new PoolFakes(e);
+    await withPool(f, async (tq, started) => {
+      const h = await startPool(e, tq, started, testPoolSpec({ size: 1 }));
+      await poolWhen(h, readyAt(1), 'Ready');
+      assert.match(await refusal(h.executeUpdate(poolScaleUpdate, { args: [{ size: 1001 }] })), /size .*1000/);
+      assert.match(await refusal(h.executeUpdate(poolRollbackUpdate, { args: [{}] })), /only one revision/);
+      assert.match(
+        await refusal(h.executeUpdate(poolSpecUpdate, { args: [{ rollout: { maxSurge: 0, maxUnavailable: 0 } }] })),
+        /maxSurge and rollout.maxUnavailable are both 0/,
+      );
+      assert.match(
+        await refusal(h.executeUpdate(poolSpecUpdate, { args: [{ template: { imageKey: 'Not An Id' } }] })),
+        /template.imageKey/,
+      );
+      assert.equal(await updateEvents(h), 0, 'no update event in the history');
+      const s = await h.executeUpdate(poolScaleUpdate, { args: [{ size: 2 }] });
+      assert.equal(s.desired, 2);
+      assert.equal(await updateEvents(h), 2, 'an accepted update is in the history (accepted, completed)');
+      await poolWhen(h, readyAt(2), 'Ready at 2');
+    });
+  });
+
+  it('create → scale → a template rolls through → delete ends Deleted after its members', opts, async () => {
+    const f = new PoolFakes(e);
+    await withPool(f, async (tq, started) => {
+      const h: PoolHandle = await startPool(e, tq, started, testPoolSpec({ size: 1 }));
+      await poolWhen(h, readyAt(1), 'Ready at 1');
+      await h.executeUpdate(poolScaleUpdate, { args: [{ size: 2 }] });
+      const before = await poolWhen(h, readyAt(2), 'Ready at 2');
+      let least = Infinity;
+      const updated = await h.executeUpdate(poolSpecUpdate, { args: [{ template: { imageKey: 'img-b' } }] });
+      assert.equal(updated.revision, 2);
+      const rolled = await poolWhen(
+        h,
+        (s) => readyAt(2, 2)(s) && s.stableRevision === 2,
+        'rolled to revision 2',
+        (s) => {
+          least = Math.min(least, s.available);
+        },
+      );
+      assert.equal(least, 2, 'never fewer than 2 in discovery in the statuses read');
+      assert.ok(rolled.members.every((m) => m.imageKey === 'img-b'));
+      assert.deepEqual(f.deletes().sort(), names(before).sort(), 'the old members were deleted');
+      for (const old of names(before)) assert.deepEqual((await f.view(old)).served, [true, false]);
+      assert.equal(f.starts().filter((c) => c.imageKey === 'img-b').length, 2);
+      await h.executeUpdate(poolDeleteUpdate);
+      const end = await h.result();
+      assert.equal(end.phase, 'Deleted');
+      assert.deepEqual(end.members, []);
+      assert.deepEqual(f.deletes().sort(), [...names(before), ...names(rolled)].sort());
+      assert.equal(f.open.size, 0);
+      await record(h, 'pool-rollout');
+    });
+  });
+
+  it('a replacement, then a rollout past its progress deadline rolls back to the stable revision', opts, async () => {
+    const f = new PoolFakes(e);
+    f.fate = (input) => (input.template.imageKey === 'img-bad' ? 'hang' : 'healthy');
+    await withPool(f, async (tq, started) => {
+      const spec = testPoolSpec({ size: 1, rollout: { minHealthyMs: 0, progressDeadlineMs: 10_000 } });
+      const h = await startPool(e, tq, started, spec);
+      const s = await poolWhen(h, readyAt(1), 'Ready');
+      await f.play(s.members[0]!.name, { state: 'Failed', lastError: 'KVM2_DOMAIN_GONE: destroyed' });
+      await poolWhen(h, (x) => readyAt(1)(x) && x.replacements === 1, 'replaced');
+      await h.executeUpdate(poolSpecUpdate, { args: [{ template: { imageKey: 'img-bad' } }] });
+      await poolWhen(h, (x) => x.members.some((m) => m.revision === 2), 'a member of revision 2');
+      assert.equal((await poolStatus(h)).rollbacks, 0);
+      await e.env.sleep(11_000);
+      const back = await poolWhen(h, (x) => x.rollbacks === 1 && readyAt(1, 1)(x), 'rolled back, Ready');
+      assert.match(back.reason ?? '', /rolled back to revision 1/);
+      assert.equal(back.revision, 1);
+      const stuck = f.starts().find((c) => c.imageKey === 'img-bad')!.name!;
+      assert.ok(f.deletes().includes(stuck), 'the stuck member of the bad revision was deleted');
+      await h.executeUpdate(poolDeleteUpdate);
+      assert.equal((await h.result()).phase, 'Deleted');
+      await record(h, 'pool-replace-rollback');
+    });
+  });
+
+  it('pause holds a rollout; resume rolls it through', opts, async () => {
+    const f = new PoolFakes(e);
+    await withPool(f, async (tq, started) => {
+      const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }));
+      await poolWhen(h, readyAt(2), 'Ready');
+      const paused = await h.executeUpdate(poolPauseUpdate);
+      assert.equal(paused.paused, true);
+      await h.executeUpdate(poolSpecUpdate, { args: [{ template: { imageKey: 'img-b' } }] });
+      await poolWhen(h, (s) => s.phase === 'Paused' && s.revision === 2, 'Paused on revision 2');
+      // Bounded: for a second of real time (and a minute skipped) nothing of revision 2 starts.
+      await e.env.sleep(60_000);
+      await new Promise((r) => setTimeout(r, 1_000));
+      assert.equal(f.starts().length, 2, 'no member started while paused');
+      assert.equal((await poolStatus(h)).phase, 'Paused');
+      await h.executeUpdate(poolResumeUpdate);
+      await poolWhen(h, readyAt(2, 2), 'rolled to revision 2 after resume');
+      assert.equal(f.starts().length, 4);
+    });
+  });
+
+  /** The pass limit of the continue-as-new test: above the passes its setup takes, so the run continues as new only when the test drives it. */
+  const PASSES = 40;
+  it(
+    'continue-as-new carries members serving, spare, Unhealthy and leaving; the pool keeps working',
+    opts,
+    async () => {
+      const f = new PoolFakes(e);
+      await withPool(f, async (tq, started) => {
+        const spec = testPoolSpec({ size: 3, drainDelayMs: 60_000, replacement: { unhealthyGraceMs: 600_000 } });
+        const h = await startPool(e, tq, started, spec, { continueAsNewAfterPasses: PASSES });
+        await poolWhen(h, readyAt(3), 'Ready');
+        // A serving member leaves (and drains for a minute), a spare is added, a serving member
+        // turns Unhealthy (within its grace, so it stays, out of discovery).
+        await h.executeUpdate(poolScaleUpdate, { args: [{ size: 2 }] });
+        const leaving = (
+          await poolWhen(h, (x) => x.members.some((m) => m.role === 'leaving'), 'a member leaving')
+        ).members.find((m) => m.role === 'leaving')!.name;
+        await h.executeUpdate(poolScaleUpdate, { args: [{ size: 2, spares: 1 }] });
+        const withSpare = await poolWhen(h, (x) => x.available === 2 && x.members.length === 4, 'a spare booted');
+        const sick = withSpare.members.find((m) => m.role === 'serving')!.name;
+        await f.play(sick, { health: 'False', lastError: 'PROBE_FAILED: refused' });
+        const mixed = await poolWhen(
+          h,
+          (x) => x.available === 2 && x.members.some((m) => m.name === sick && m.healthy === 'False'),
+          'the Unhealthy member seen, 2 in discovery',
+        );
+        const view = (x: PoolStatus): string[] =>
+          x.members.map((m) => `${m.name} ${m.role} ${m.healthy} r${m.revision} ${m.createdAt}`).sort();
+        assert.deepEqual(new Set(mixed.members.map((m) => m.role)), new Set(['serving', 'spare', 'leaving']));
+        assert.equal(
+          mixed.members.find((m) => m.name === sick)?.role,
+          'spare',
+          'the Unhealthy member is out of discovery',
+        );
+        // Passes (each update is one) until the run continues as new, with no query meanwhile: the
+        // test server may never answer a query sent while a run continues as new (and then holds
+        // time-skipping locked). Bounded by the pass limit.
+        const run = (await h.describe()).runId;
+        for (let i = 0; i <= PASSES && (await h.describe()).runId === run; i++) {
+          await h.executeUpdate(i % 2 === 0 ? poolPauseUpdate : poolResumeUpdate);
+        }
+        assert.notEqual((await h.describe()).runId, run, 'the pool continued as new');
+        await h.executeUpdate(poolResumeUpdate);
+        const carried = await poolStatus(h);
+        assert.deepEqual(view(carried), view(mixed), 'the members, roles, health and revisions carried over');
+        assert.equal(carried.replacements, mixed.replacements);
+        // Still working: the leaving member is deleted after its drain, a failed one is replaced.
+        await e.env.sleep(61_000);
+        await poolWhen(h, (x) => !names(x).includes(leaving), 'the leaving member gone after its drain');
+        assert.ok(f.deletes().includes(leaving));
+        const victim = carried.members.find((m) => m.role === 'serving')!.name;
+        const startsBefore = f.starts().length;
+        await f.play(victim, { state: 'Failed' });
+        await poolWhen(h, (x) => x.available === 2 && !names(x).includes(victim), 'replaced after continue-as-new');
+        assert.ok(f.starts().length > startsBefore);
+      });
+    },
+  );
+});
