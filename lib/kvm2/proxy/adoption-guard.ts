@@ -12,7 +12,12 @@ import { OWNER_METADATA_URI, parseOwnerMetadata } from './domain-xml.ts';
 import type { OwnerMetadata } from './domain-xml.ts';
 import { Kvm2AdoptionRefusedError } from '../errors.ts';
 
-/** The owner mark of a domain (persistent config), or undefined if it has none. */
+/**
+ * The owner mark of a domain (persistent config), or undefined if it has none. A transient domain
+ * (started with `virsh create`) has no persistent config, so libvirt answers OPERATION_INVALID: it
+ * is never ours (proxies are always defined), so it has no mark rather than failing the caller
+ * (a host survey or the GC listing would otherwise report the whole host as failing).
+ */
 export async function readOwnerMark(
   client: LibvirtClient,
   dom: Domain,
@@ -27,6 +32,7 @@ export async function readOwnerMark(
     return parseOwnerMetadata(xml);
   } catch (err) {
     if (err instanceof LibvirtError && err.libvirtCode === ErrorNumber.NO_DOMAIN_METADATA) return undefined;
+    if (err instanceof LibvirtError && err.libvirtCode === ErrorNumber.OPERATION_INVALID) return undefined;
     throw err;
   }
 }
