@@ -11,6 +11,7 @@ import { requireWrite } from './auth.ts';
 import { checkSpec } from './catalog.ts';
 import { ApiError } from './errors.ts';
 import type { PageTokens } from './page-token.ts';
+import { pageAnswer, serverToken } from './paging.ts';
 import { checkClientCidrs } from './routes-proxies.ts';
 import { createPoolLinks, poolRouteSchemas } from './schemas-pools.ts';
 import { canonicalJson, poolListQuery } from './store.ts';
@@ -103,21 +104,8 @@ export function registerPoolRoutes(app: FastifyInstance, o: PoolRoutesOptions): 
     async (request) => {
       const q = request.query;
       const query = poolListQuery({ entry: q.entry, openOnly: q.all !== true });
-      let token: Uint8Array | undefined;
-      if (q.pageToken !== undefined) {
-        token = o.pageTokens.decode(query, q.pageToken);
-        if (token === undefined) {
-          throw new ApiError(
-            'INVALID_PAGE_TOKEN',
-            'query field pageToken was not issued by this API for these filters; repeat the filters of the first page, or start over without it',
-            'pageToken',
-          );
-        }
-      }
-      const page = await pools.listPools(query, q.pageSize, token);
-      return page.nextPageToken === undefined
-        ? { pools: page.items }
-        : { pools: page.items, nextPageToken: o.pageTokens.encode(query, page.nextPageToken) };
+      const page = await pools.listPools(query, q.pageSize, serverToken(o.pageTokens, query, q.pageToken));
+      return pageAnswer('pools', o.pageTokens, query, page);
     },
   );
 

@@ -7,6 +7,7 @@ import type { ProxySpec, VmSize } from '../contracts/proxy.ts';
 import { requireWrite } from './auth.ts';
 import { checkSpec } from './catalog.ts';
 import type { PageTokens } from './page-token.ts';
+import { pageAnswer, serverToken } from './paging.ts';
 import { ApiError } from './errors.ts';
 import { createLinks, routeSchemas } from './schemas.ts';
 import { canonicalJson, canonicalSpec, listQuery } from './store.ts';
@@ -80,21 +81,8 @@ export function registerProxyRoutes(app: FastifyInstance, o: ProxyRoutesOptions)
       host: q.host,
       openOnly: q.state === undefined && q.all !== true,
     });
-    let token: Uint8Array | undefined;
-    if (q.pageToken !== undefined) {
-      token = o.pageTokens.decode(query, q.pageToken);
-      if (token === undefined) {
-        throw new ApiError(
-          'INVALID_PAGE_TOKEN',
-          'query field pageToken was not issued by this API for these filters; repeat the filters of the first page, or start over without it',
-          'pageToken',
-        );
-      }
-    }
-    const page = await store.list(query, q.pageSize, token);
-    return page.nextPageToken === undefined
-      ? { proxies: page.items }
-      : { proxies: page.items, nextPageToken: o.pageTokens.encode(query, page.nextPageToken) };
+    const page = await store.list(query, q.pageSize, serverToken(o.pageTokens, query, q.pageToken));
+    return pageAnswer('proxies', o.pageTokens, query, page);
   });
 
   app.get<{ Params: Params }>('/v1/proxies/:entry/:name', { schema: routeSchemas.get }, async (request) => {

@@ -3,8 +3,16 @@
 // apply again (poolSpecProblems: the rules a schema cannot say, such as maxSurge and
 // maxUnavailable both 0) and which test/unit/api-pools.test.ts holds this file to.
 import { MAX_POOL_NAME_LENGTH, POOL_SIZE, POOL_SPARES, SCALE_DOWN_POLICIES } from '../contracts/pool.ts';
-import { identifierSchema, pathReadErrors, proxySpecSchema, listErrors, writeErrors } from './schemas.ts';
-import { errorSchema } from './schemas.ts';
+import {
+  errorSchema,
+  identifierSchema,
+  listErrors,
+  pathReadErrors,
+  proxySpecSchema,
+  workflowSummaryProperties,
+  workflowSummaryRequired,
+  writeErrors,
+} from './schemas.ts';
 
 const whole = (min: number, max: number) => ({ type: 'integer', minimum: min, maximum: max }) as const;
 const DAY_MS = 86_400_000;
@@ -110,13 +118,9 @@ export const poolPatchSchema = {
 export const poolSummarySchema = {
   type: 'object',
   additionalProperties: false,
-  required: ['name', 'entry', 'workflowId', 'runId', 'execution', 'startTime'],
+  required: workflowSummaryRequired,
   properties: {
-    name: { type: 'string' },
-    entry: { type: 'string' },
-    workflowId: { type: 'string' },
-    runId: { type: 'string' },
-    execution: { type: 'string', description: 'Temporal execution status: RUNNING, COMPLETED, ...' },
+    ...workflowSummaryProperties,
     phase: { type: 'string', enum: ['Ready', 'Progressing', 'Paused', 'Degraded', 'Deleting', 'Deleted'] },
     desired: { type: 'integer' },
     spares: { type: 'integer' },
@@ -124,8 +128,6 @@ export const poolSummarySchema = {
     available: { type: 'integer' },
     updated: { type: 'integer' },
     revision: { type: 'integer' },
-    startTime: { type: 'string', format: 'date-time' },
-    closeTime: { type: 'string', format: 'date-time' },
   },
 } as const;
 

@@ -92,17 +92,25 @@ export const errorSchema = {
   },
 } as const;
 
+/** What every listed workflow (a proxy, a pool) has: its names, run and Temporal status. */
+export const workflowSummaryRequired = ['name', 'entry', 'workflowId', 'runId', 'execution', 'startTime'] as const;
+export const workflowSummaryProperties = {
+  name: { type: 'string' },
+  entry: { type: 'string' },
+  workflowId: { type: 'string' },
+  runId: { type: 'string' },
+  execution: { type: 'string', description: 'Temporal execution status: RUNNING, COMPLETED, FAILED, ...' },
+  startTime: { type: 'string', format: 'date-time' },
+  closeTime: { type: 'string', format: 'date-time' },
+} as const;
+
 /** A proxy as the visibility store lists it (search attributes and memo, no query). */
 export const proxySummarySchema = {
   type: 'object',
   additionalProperties: false,
-  required: ['name', 'entry', 'workflowId', 'runId', 'execution', 'startTime'],
+  required: workflowSummaryRequired,
   properties: {
-    name: { type: 'string' },
-    entry: { type: 'string' },
-    workflowId: { type: 'string' },
-    runId: { type: 'string' },
-    execution: { type: 'string', description: 'Temporal execution status: RUNNING, COMPLETED, FAILED, ...' },
+    ...workflowSummaryProperties,
     state: { type: 'string', description: 'ProxyState search attribute (absent before the first publish)' },
     healthy: { type: 'boolean', description: 'ProxyHealthy: false also while Healthy is Unknown (booting)' },
     health: {
@@ -112,8 +120,6 @@ export const proxySummarySchema = {
     },
     host: { type: 'string' },
     ip: { type: 'string' },
-    startTime: { type: 'string', format: 'date-time' },
-    closeTime: { type: 'string', format: 'date-time' },
   },
 } as const;
 

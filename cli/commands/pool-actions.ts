@@ -5,6 +5,7 @@ import { api, EXIT } from '../http.ts';
 import { positive, print, ref, required } from '../command.ts';
 import type { Command, Context } from '../command.ts';
 import { optionalWholeNumber, wholeNumber } from '../../runtime/options.ts';
+import { deleteWithWait } from '../waits.ts';
 import { poolPath, printStatus } from './pool-spec.ts';
 
 const refOf = (ctx: Context) => ref(ctx.args[0], 'ENTRY/POOL', 'lab/crawl');
@@ -83,17 +84,7 @@ export const poolDelete: Command = {
   maxArgs: 1,
   async run(ctx) {
     const [entry, name] = refOf(ctx);
-    const wait = ctx.values['wait'] === true;
-    const given = positive(ctx, 'wait-ms', undefined);
-    const q = new URLSearchParams();
-    if (wait) q.set('wait', 'true');
-    if (given !== undefined) q.set('waitMs', String(given));
-    const t = await ctx.api();
-    const { body } = await api<DeletePoolResponse>(
-      { ...t, timeoutMs: t.timeoutMs + (wait ? (given ?? 60_000) : 0) },
-      'DELETE',
-      `${poolPath(entry, name)}?${q.toString()}`,
-    );
+    const { wait, body } = await deleteWithWait<DeletePoolResponse>(ctx, poolPath(entry, name));
     const phase = body.status?.phase ?? body.pool?.phase;
     print(ctx, body, [{ entry, name, done: body.done, phase }], ['entry', 'name', 'done', 'phase']);
     return wait && !body.done ? EXIT.failure : EXIT.ok;

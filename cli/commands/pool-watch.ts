@@ -1,6 +1,7 @@
 import type { GetPoolResponse } from '../../api/responses.ts';
-import { api, CliError, EXIT } from '../http.ts';
-import { positive, ref, str } from '../command.ts';
+import { api, EXIT } from '../http.ts';
+import { ref, str } from '../command.ts';
+import { watchChanges } from '../waits.ts';
 import type { Command, Context } from '../command.ts';
 import { poolPath } from './pool-spec.ts';
 
@@ -32,28 +33,13 @@ function line(at: string, v: ReturnType<typeof viewOf>): string {
 async function watch(ctx: Context): Promise<number> {
   const [entry, name] = ref(ctx.args[0], 'ENTRY/POOL', 'lab/crawl');
   const until = str(ctx, 'until') ?? 'Ready';
-  const intervalMs = positive(ctx, 'interval-ms', 1000);
-  const watchMs = positive(ctx, 'watch-ms', 600_000);
   const t = await ctx.api();
-  const deadline = Date.now() + watchMs;
-  let last = '';
-  for (;;) {
-    const view = viewOf((await api<GetPoolResponse>(t, 'GET', poolPath(entry, name))).body);
-    const key = JSON.stringify(view);
-    if (key !== last) {
-      last = key;
-      const at = new Date().toISOString();
-      ctx.out(ctx.json ? JSON.stringify({ at, ...view }) : line(at, view));
-    }
-    if (view.phase === until || view.phase === 'Deleted') return EXIT.ok;
-    if (Date.now() >= deadline) {
-      throw new CliError(
-        EXIT.failure,
-        `pool ${entry}/${name} is ${view.phase}, not ${until}, after --watch-ms ${watchMs}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, Math.min(intervalMs, Math.max(0, deadline - Date.now()))));
-  }
+  return watchChanges(ctx, {
+    read: async () => viewOf((await api<GetPoolResponse>(t, 'GET', poolPath(entry, name))).body),
+    line,
+    end: (v) => (v.phase === until || v.phase === 'Deleted' ? EXIT.ok : undefined),
+    late: (v, watchMs) => `pool ${entry}/${name} is ${v.phase}, not ${until}, after --watch-ms ${watchMs}`,
+  });
 }
 
 export const poolWatch: Command = {

@@ -1,6 +1,7 @@
 import type { DeleteProxyResponse } from '../../api/responses.ts';
-import { api, EXIT } from '../http.ts';
-import { positive, print, proxyPath, ref } from '../command.ts';
+import { EXIT } from '../http.ts';
+import { print, proxyPath, ref } from '../command.ts';
+import { deleteWithWait } from '../waits.ts';
 import type { Command } from '../command.ts';
 
 export const proxyDelete: Command = {
@@ -13,17 +14,7 @@ export const proxyDelete: Command = {
   maxArgs: 1,
   async run(ctx) {
     const [entry, name] = ref(ctx.args[0]);
-    const wait = ctx.values['wait'] === true;
-    const given = positive(ctx, 'wait-ms', undefined);
-    const q = new URLSearchParams();
-    if (wait) q.set('wait', 'true');
-    if (given !== undefined) q.set('waitMs', String(given));
-    const t = await ctx.api();
-    const { body } = await api<DeleteProxyResponse>(
-      { ...t, timeoutMs: t.timeoutMs + (wait ? (given ?? 60_000) : 0) },
-      'DELETE',
-      `${proxyPath(entry, name)}?${q.toString()}`,
-    );
+    const { wait, body } = await deleteWithWait<DeleteProxyResponse>(ctx, proxyPath(entry, name));
     print(ctx, body, [{ entry, name, ...body }], ['entry', 'name', 'fromState', 'done', 'state']);
     if (wait && (body.done !== true || body.state === 'Failed')) return EXIT.failure;
     return EXIT.ok;

@@ -1,6 +1,7 @@
 import type { GetProxyResponse } from '../../api/responses.ts';
-import { api, CliError, EXIT } from '../http.ts';
-import { positive, proxyPath, ref, str } from '../command.ts';
+import { api, EXIT } from '../http.ts';
+import { proxyPath, ref, str } from '../command.ts';
+import { watchChanges } from '../waits.ts';
 import type { Command, Context } from '../command.ts';
 
 /** What a watch prints when it changes. */
@@ -33,29 +34,14 @@ function line(at: string, v: ReturnType<typeof viewOf>): string {
 async function watch(ctx: Context): Promise<number> {
   const [entry, name] = ref(ctx.args[0]);
   const until = str(ctx, 'until') ?? 'Running';
-  const intervalMs = positive(ctx, 'interval-ms', 1000);
-  const watchMs = positive(ctx, 'watch-ms', 600_000);
   const t = await ctx.api();
-  const deadline = Date.now() + watchMs;
-  let last = '';
-  for (;;) {
-    const view = viewOf((await api<GetProxyResponse>(t, 'GET', proxyPath(entry, name))).body);
-    const key = JSON.stringify(view);
-    if (key !== last) {
-      last = key;
-      const at = new Date().toISOString();
-      ctx.out(ctx.json ? JSON.stringify({ at, ...view }) : line(at, view));
-    }
-    if (view.state === 'Failed') return EXIT.failure;
-    if (view.state === until || view.state === 'Deleted') return EXIT.ok;
-    if (Date.now() >= deadline) {
-      throw new CliError(
-        EXIT.failure,
-        `proxy ${entry}/${name} is ${view.state}, not ${until}, after --watch-ms ${watchMs}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, Math.min(intervalMs, Math.max(0, deadline - Date.now()))));
-  }
+  return watchChanges(ctx, {
+    read: async () => viewOf((await api<GetProxyResponse>(t, 'GET', proxyPath(entry, name))).body),
+    line,
+    end: (v) =>
+      v.state === 'Failed' ? EXIT.failure : v.state === until || v.state === 'Deleted' ? EXIT.ok : undefined,
+    late: (v, watchMs) => `proxy ${entry}/${name} is ${v.state}, not ${until}, after --watch-ms ${watchMs}`,
+  });
 }
 
 export const proxyWatch: Command = {
