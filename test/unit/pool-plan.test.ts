@@ -8,7 +8,7 @@ import type { PoolSpec } from '../../contracts/pool.ts';
 import { POOL_DEFAULTS, resolvePoolSpec } from '../../contracts/pool.ts';
 import { applySpec, isReady, reconcile } from '../../workflows/pool/plan.ts';
 import { rollbackTarget } from '../../workflows/pool/status.ts';
-import { PoolSim, T0 } from '../support/pool-sim.ts';
+import { PoolSim, T0, seeded } from '../support/pool-sim.ts';
 
 const MIN = 60_000;
 
@@ -473,5 +473,47 @@ describe('placement and deletion', () => {
     sim.advance(MIN);
     const plan = reconcile(sim.state, sim.now, () => 0.5);
     assert.deepEqual(plan.actions, []);
+  });
+});
+
+describe('under a random mix of events', () => {
+  it('stays within its surge, deletes only leaving members, and comes back to Ready (bad templates rolled back)', () => {
+    let rollbacks = 0;
+    for (let seed = 1; seed <= 25; seed++) {
+      const sim = readyPool({ size: 3, spares: 1 }, seed);
+      const rnd = seeded(1000 + seed);
+      sim.fate = (m) => (m.imageKey.startsWith('bad') ? 'fail' : 'healthy');
+      sim.checks.push((s) => {
+        const { size, spares, rollout } = s.state.spec;
+        const live = s.state.members.filter((m) => m.role !== 'leaving').length;
+        assert.ok(live <= size + spares + rollout.maxSurge, `seed ${seed}: ${live} members not leaving`);
+        for (const l of s.lastPlan.actions) {
+          if (l.kind !== 'delete') continue;
+          const m = s.state.members.find((x) => x.name === l.name);
+          assert.equal(m?.role, 'leaving', `seed ${seed}: ${l.name} deleted while ${m?.role}`);
+        }
+      });
+      let image = 0;
+      for (let i = 0; i < 8; i++) {
+        sim.advance(Math.floor(rnd() * 5 * MIN));
+        const alive = sim.alive().filter((m) => m.state === 'Running');
+        const pick = alive[Math.floor(rnd() * alive.length)];
+        const r = rnd();
+        if (r < 0.3 && pick) sim.play(pick.name, { state: 'Failed' });
+        else if (r < 0.5 && pick) sim.play(pick.name, { health: 'False' });
+        else if (r < 0.6) update(sim, { template: { imageKey: `i${++image}` } });
+        else if (r < 0.7)
+          update(sim, { template: { imageKey: `bad${++image}` } }); // rolled back at its deadline
+        else update(sim, { size: 2 + Math.floor(rnd() * 3) });
+        sim.pass();
+      }
+      sim.runUntil((s) => s.ready(), `seed ${seed}: Ready after the events`, 12 * 3_600_000);
+      const { size, spares } = sim.state.spec;
+      assert.equal(sim.discovery().length, size, `seed ${seed}`);
+      assert.equal(sim.alive().length, size + spares, `seed ${seed}: no VM left behind`);
+      assert.ok(!sim.state.spec.template.imageKey.startsWith('bad'), `seed ${seed}: a bad template current`);
+      rollbacks += sim.state.rollbacks;
+    }
+    assert.ok(rollbacks > 0, 'some runs rolled a bad template back');
   });
 });
