@@ -14,9 +14,6 @@
  *
  *   node bench/steady-state.ts [--n 100] [--window-s 60] [--interval-ms 15000] [--runs 2] [--loops poll,monitor]
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
@@ -33,6 +30,7 @@ import { ensureSearchAttributes } from '../client/search-attributes.ts';
 import { proxyStatusQuery } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
+import { cpuSeconds, rssMiB, startDevServer } from './lib/dev-server.ts';
 import { hostDouble } from './lib/host-double.ts';
 import { sleep } from './lib/run.ts';
 import { fmtRange, median, spread } from './lib/stats.ts';
@@ -56,52 +54,7 @@ const PORT = Number(values.port);
 const ENTRY = 'bench';
 const TQ = 'steady-state';
 const ROOT = new URL('..', import.meta.url).pathname;
-const TICK = 100; // USER_HZ
 const QUIET = new DefaultLogger('ERROR');
-
-function cpuSeconds(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(f[11]) + Number(f[12])) / TICK;
-}
-function rssMiB(pid: number | 'self'): number {
-  const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return Number(m?.[1] ?? 0) / 1024;
-}
-
-async function startServer(): Promise<{ pid: number; stop: () => void; dir: string }> {
-  const dir = mkdtempSync(join(tmpdir(), 'steady-state-'));
-  const cli = join(ROOT, '.local/venv/bin/temporal');
-  const child = spawn(
-    cli,
-    [
-      'server',
-      'start-dev',
-      '--headless',
-      '--ip',
-      '127.0.0.1',
-      '--port',
-      String(PORT),
-      '--db-filename',
-      join(dir, 'db'),
-      '--log-level',
-      'error',
-    ],
-    { stdio: 'ignore' },
-  );
-  const deadline = Date.now() + 60_000;
-  for (;;) {
-    try {
-      const c = await Connection.connect({ address: `127.0.0.1:${PORT}`, connectTimeout: 1_000 });
-      await c.close();
-      break;
-    } catch (err) {
-      if (Date.now() > deadline)
-        throw new Error(`the bench's dev server did not answer on ${PORT} within 60 s`, { cause: err });
-      await sleep(500);
-    }
-  }
-  return { pid: child.pid!, dir, stop: () => child.kill('SIGTERM') };
-}
 
 interface Sample {
   events: number;
@@ -227,7 +180,7 @@ async function main(): Promise<void> {
     telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' }) } },
     logger: QUIET,
   });
-  const server = await startServer();
+  const server = await startDevServer(PORT, 'steady-state');
   try {
     const connection = await Connection.connect({ address: `127.0.0.1:${PORT}` });
     await ensureSearchAttributes(connection, 'default');
@@ -286,9 +239,7 @@ async function main(): Promise<void> {
       console.log(`server under half a core with N=${N}: ${cpu < 0.5 ? 'MET' : 'NOT MET'} (${cpu.toFixed(3)} cores)`);
     }
   } finally {
-    server.stop();
-    await sleep(1_000);
-    rmSync(server.dir, { recursive: true, force: true });
+    await server.stop();
   }
 }
 

@@ -1,0 +1,61 @@
+/**
+ * What the control-plane benchmarks (steady-state.ts, pool.ts) share: a Temporal dev server of
+ * their own on a port of their choosing (so its CPU and RSS are the benchmark's alone), and the
+ * CPU-seconds and RSS of a process read from /proc.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Connection } from '@temporalio/client';
+import { sleep } from './run.ts';
+
+const ROOT = new URL('../..', import.meta.url).pathname;
+const TICK = 100; // USER_HZ
+
+/** User + system CPU-seconds of process `pid` so far. */
+export function cpuSeconds(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(f[11]) + Number(f[12])) / TICK;
+}
+
+/** Resident set size of `pid` (or this process) in MiB. */
+export function rssMiB(pid: number | 'self'): number {
+  const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return Number(m?.[1] ?? 0) / 1024;
+}
+
+export interface DevServer {
+  pid: number;
+  dir: string;
+  /** Stops the server and removes its database. */
+  stop: () => Promise<void>;
+}
+
+/** Starts `temporal server start-dev` on 127.0.0.1:`port` with a database of its own; waits (60 s at most) until it answers. */
+export async function startDevServer(port: number, prefix: string): Promise<DevServer> {
+  const dir = mkdtempSync(join(tmpdir(), `${prefix}-`));
+  const cli = join(ROOT, '.local/venv/bin/temporal');
+  const args = ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port)];
+  const child = spawn(cli, [...args, '--db-filename', join(dir, 'db'), '--log-level', 'error'], { stdio: 'ignore' });
+  const stop = async (): Promise<void> => {
+    child.kill('SIGTERM');
+    await sleep(1_000);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    try {
+      const c = await Connection.connect({ address: `127.0.0.1:${port}`, connectTimeout: 1_000 });
+      await c.close();
+      break;
+    } catch (err) {
+      if (Date.now() > deadline) {
+        await stop();
+        throw new Error(`the bench's dev server did not answer on ${port} within 60 s`, { cause: err });
+      }
+      await sleep(500);
+    }
+  }
+  return { pid: child.pid!, dir, stop };
+}

@@ -1,0 +1,481 @@
+/**
+ * Pool benchmark (issue 19): what a pool costs to fill, to keep at rest and to roll, beside the
+ * same replacement done by hand through the proxy workflows alone, in one run, alternating, on a
+ * Temporal dev server of its own (so its CPU and RSS are the pool's alone).
+ *
+ * HOSTS AND GUESTS ARE SIMULATED: the in-process host double (bench/lib/host-double.ts) answers
+ * every read and probe as a healthy host would; the monitor activity and the pool's activities
+ * (createPoolActivities) are the real ones, in one worker with the pool and proxy workflows.
+ *
+ * Each run, in the order pool, manual (reversed on odd runs):
+ * - pool: a pool created at size 0, scaled to N (time to all N Healthy and available, members
+ *   started per second), then at rest for a window (history events per member-hour and of the
+ *   pool workflow per hour, from describe), then a rollout of a new image key with maxSurge
+ *   ceil(10 % of N) and maxUnavailable 0 (time to Ready on the new revision, the fewest members
+ *   in discovery at any one-second sample of the status query);
+ * - manual (the anchor): N standalone proxies made Healthy, then replaced as an operator would
+ *   script it without pools: start N new ones, wait until all are Healthy, delete the N old ones
+ *   and wait until their workflows closed.
+ * Worker (this process) and server peak RSS are sampled every second in each phase.
+ * With --checkpoint, a small pool whose members continue as new every 3 polls measures what a
+ * member's hourly checkpoint costs its pool (its first report after continue-as-new).
+ *
+ *   node bench/pool.ts [--n 100] [--runs 2] [--window-s 60] [--interval-ms 2000] [--min-healthy-ms 1000]
+ *                      [--drain-ms 0] [--checkpoint] [--no-anchor] [--port 7392]
+ * --no-anchor leaves the manual replacement out (to fit N = 1,000 in a bounded run).
+ */
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import type { WorkflowHandle } from '@temporalio/client';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  makeTelemetryFilterString,
+  NativeConnection,
+  Runtime,
+  Worker,
+} from '@temporalio/worker';
+import type { StartMemberInput } from '../activities/pool.ts';
+import { createPoolActivities } from '../activities/pool.ts';
+import { requestProxyDelete } from '../client/proxies.ts';
+import { ensureSearchAttributes } from '../client/search-attributes.ts';
+import { poolScaleUpdate, poolSpecUpdate, poolStatusQuery, proxyStatusQuery } from '../contracts/messages.ts';
+import type { PoolSpec, PoolStatus } from '../contracts/pool.ts';
+import { POOL_WORKFLOW_TYPE, poolAddresses, poolWorkflowId } from '../contracts/pool.ts';
+import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
+import type { PoolWorkflowInput } from '../workflows/pool/index.ts';
+import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
+import { cpuSeconds, rssMiB, startDevServer } from './lib/dev-server.ts';
+import { hostDouble } from './lib/host-double.ts';
+import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
+import { fmtRange, median, ratio, spread } from './lib/stats.ts';
+
+const USAGE =
+  'node bench/pool.ts [--n 100] [--runs 2] [--window-s 60] [--interval-ms 2000] [--min-healthy-ms 1000] [--drain-ms 0] [--checkpoint] [--no-anchor] [--port 7392]';
+const { values } = parseArgs({
+  options: {
+    n: { type: 'string', default: '100' },
+    runs: { type: 'string', default: '2' },
+    'window-s': { type: 'string', default: '60' },
+    'interval-ms': { type: 'string', default: '2000' },
+    'min-healthy-ms': { type: 'string', default: '1000' },
+    'drain-ms': { type: 'string', default: '0' },
+    'phase-timeout-s': { type: 'string', default: '600' },
+    checkpoint: { type: 'boolean', default: false },
+    'no-anchor': { type: 'boolean', default: false },
+    port: { type: 'string', default: '7392' },
+    ...HELP_OPTION,
+  },
+});
+printUsageIfAsked(values, USAGE);
+const N = Number(values.n);
+const RUNS = Number(values.runs);
+const WINDOW_MS = Number(values['window-s']) * 1000;
+const INTERVAL_MS = Number(values['interval-ms']);
+const MIN_HEALTHY_MS = Number(values['min-healthy-ms']);
+const DRAIN_MS = Number(values['drain-ms']);
+const PHASE_TIMEOUT_MS = Number(values['phase-timeout-s']) * 1000;
+const PORT = Number(values.port);
+const SURGE = Math.ceil(N / 10);
+const ENTRY = 'bench';
+const TQ = 'pool-bench';
+const ROOT = new URL('..', import.meta.url).pathname;
+const QUIET = new DefaultLogger('ERROR');
+const BATCH = 50;
+
+for (const [flag, v] of Object.entries({ n: N, runs: RUNS, 'window-s': WINDOW_MS, 'interval-ms': INTERVAL_MS })) {
+  if (!Number.isInteger(v) || v < 1)
+    throw new Error(`--${flag} must be a whole number of at least 1, got ${String(v)}`);
+}
+if (N > 1000) throw new Error(`--n must be at most 1000 (a pool's largest size), got ${N}`);
+
+/** Runs `f` over `xs` in batches of BATCH at a time. */
+async function batched<T, R>(xs: readonly T[], f: (x: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (let i = 0; i < xs.length; i += BATCH) out.push(...(await Promise.all(xs.slice(i, i + BATCH).map(f))));
+  return out;
+}
+
+/** Peak RSS of the worker (this process) and the server, sampled every second while it runs. */
+class Peaks {
+  worker = 0;
+  server = 0;
+  private timer: NodeJS.Timeout;
+  constructor(serverPid: number) {
+    const take = (): void => {
+      this.worker = Math.max(this.worker, rssMiB('self'));
+      this.server = Math.max(this.server, rssMiB(serverPid));
+    };
+    take();
+    this.timer = setInterval(take, 1_000);
+  }
+  stop(): this {
+    clearInterval(this.timer);
+    return this;
+  }
+}
+
+/** Calls `f` every second until it returns a value, for at most PHASE_TIMEOUT_MS. */
+async function everySecond<T>(what: string, f: () => Promise<T | undefined>): Promise<T> {
+  const deadline = Date.now() + PHASE_TIMEOUT_MS;
+  for (;;) {
+    const t = performance.now();
+    const v = await f();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`${what}: not done within ${PHASE_TIMEOUT_MS / 1000} s`);
+    await sleep(Math.max(0, 1_000 - (performance.now() - t)));
+  }
+}
+
+async function historyLengths(client: Client, ids: readonly string[]): Promise<number> {
+  const ls = await batched(ids, async (id) => (await client.workflow.getHandle(id).describe()).historyLength);
+  return ls.reduce((a, b) => a + b, 0);
+}
+
+/** When each startPoolMember call of the worker completed (ms, performance.now()). */
+const memberStarts: number[] = [];
+
+interface PoolRow {
+  load: number[];
+  /** Scale-up: seconds from the scale update to all N Healthy, and to all N available. */
+  healthyS: number;
+  availableS: number;
+  startsPerS: number;
+  scaleWorkerPeak: number;
+  scaleServerPeak: number;
+  memberEventsPerHour: number;
+  poolEventsPerHour: number;
+  restServerCpuPerMin: number;
+  restWorkerCpuPerMin: number;
+  /** Rollout: seconds from the spec update to Ready on the new revision; fewest in discovery. */
+  rolloutS: number;
+  minInDiscovery: number;
+  maxMembers: number;
+  rolloutWorkerPeak: number;
+  rolloutServerPeak: number;
+}
+
+function poolSpec(name: string, imageKey: string, size: number): PoolSpec {
+  return {
+    entry: ENTRY,
+    name,
+    size,
+    template: { imageKey },
+    rollout: { maxSurge: SURGE, maxUnavailable: 0, minHealthyMs: MIN_HEALTHY_MS },
+    drainDelayMs: DRAIN_MS,
+  };
+}
+
+async function endPool(client: Client, h: WorkflowHandle, st: PoolStatus | undefined): Promise<void> {
+  const names = st?.members.map((m) => m.name) ?? [];
+  await h.terminate('bench phase over').catch(() => undefined);
+  await batched(names, (n) =>
+    client.workflow
+      .getHandle(proxyWorkflowId(ENTRY, n))
+      .terminate('bench phase over')
+      .catch(() => undefined),
+  );
+}
+
+async function poolPhase(client: Client, serverPid: number, run: number): Promise<PoolRow> {
+  const load = loadavg();
+  const name = `bp${run}`;
+  const input: PoolWorkflowInput = { spec: poolSpec(name, 'img-a', 0) };
+  const h = await client.workflow.start(POOL_WORKFLOW_TYPE, {
+    taskQueue: TQ,
+    workflowId: poolWorkflowId(ENTRY, name),
+    args: [input],
+  });
+  let last: PoolStatus | undefined;
+  try {
+    // 1. Scale 0 → N.
+    memberStarts.length = 0;
+    const scale = new Peaks(serverPid);
+    const t0 = performance.now();
+    await h.executeUpdate(poolScaleUpdate, { args: [{ size: N }] });
+    let healthyAt = NaN;
+    last = await everySecond('scale-up', async () => {
+      const st = await h.query(poolStatusQuery);
+      if (Number.isNaN(healthyAt) && st.healthy >= N) healthyAt = performance.now();
+      return st.available >= N ? st : undefined;
+    });
+    const availableAt = performance.now();
+    if (Number.isNaN(healthyAt)) healthyAt = availableAt;
+    scale.stop();
+    const lastStart = Math.max(...memberStarts);
+    const startsPerS = memberStarts.length / ((lastStart - t0) / 1000);
+
+    // 2. At rest.
+    await sleep(2_000);
+    const ids = last.members.map((m) => proxyWorkflowId(ENTRY, m.name));
+    const m0 = await historyLengths(client, ids);
+    const p0 = (await h.describe()).historyLength;
+    const c0 = { server: cpuSeconds(serverPid), worker: process.cpuUsage() };
+    await sleep(WINDOW_MS);
+    const c1 = { server: cpuSeconds(serverPid), worker: process.cpuUsage(c0.worker) };
+    const m1 = await historyLengths(client, ids);
+    const p1 = (await h.describe()).historyLength;
+    const hours = WINDOW_MS / 3_600_000;
+
+    // 3. Rollout of a new image key.
+    const roll = new Peaks(serverPid);
+    const r0 = performance.now();
+    const accepted = await h.executeUpdate(poolSpecUpdate, { args: [{ template: { imageKey: 'img-b' } }] });
+    let minIn = Infinity;
+    let maxMembers = 0;
+    last = await everySecond('rollout', async () => {
+      const st = await h.query(poolStatusQuery);
+      minIn = Math.min(minIn, poolAddresses(st).length);
+      maxMembers = Math.max(maxMembers, st.members.length);
+      return st.phase === 'Ready' && st.revision === accepted.revision ? st : undefined;
+    });
+    const rolloutS = (performance.now() - r0) / 1000;
+    roll.stop();
+    return {
+      load,
+      healthyS: (healthyAt - t0) / 1000,
+      availableS: (availableAt - t0) / 1000,
+      startsPerS,
+      scaleWorkerPeak: scale.worker,
+      scaleServerPeak: scale.server,
+      memberEventsPerHour: (m1 - m0) / N / hours,
+      poolEventsPerHour: (p1 - p0) / hours,
+      restServerCpuPerMin: (c1.server - c0.server) / (WINDOW_MS / 60_000),
+      restWorkerCpuPerMin: (c1.worker.user + c1.worker.system) / 1e6 / (WINDOW_MS / 60_000),
+      rolloutS,
+      minInDiscovery: minIn,
+      maxMembers,
+      rolloutWorkerPeak: roll.worker,
+      rolloutServerPeak: roll.server,
+    };
+  } finally {
+    await endPool(client, h, last ?? (await h.query(poolStatusQuery).catch(() => undefined)));
+    await sleep(3_000);
+  }
+}
+
+function startProxies(client: Client, names: readonly string[]): Promise<WorkflowHandle[]> {
+  return batched(names, (name) => {
+    const input: ProxyWorkflowInput = { name, entry: ENTRY, imageKey: 'img-b' };
+    return client.workflow.start(PROXY_WORKFLOW_TYPE, {
+      taskQueue: TQ,
+      workflowId: proxyWorkflowId(ENTRY, name),
+      args: [input],
+    });
+  });
+}
+
+async function allHealthy(hs: readonly WorkflowHandle[], what: string): Promise<void> {
+  let pending = [...hs];
+  await everySecond(what, async () => {
+    const st = await batched(pending, (h) => h.query(proxyStatusQuery).catch(() => undefined));
+    pending = pending.filter((_, i) => st[i]?.conditions.Healthy.status !== 'True');
+    return pending.length === 0 ? true : undefined;
+  });
+}
+
+interface ManualRow {
+  load: number[];
+  replaceS: number;
+  workerPeak: number;
+  serverPeak: number;
+}
+
+async function manualPhase(client: Client, serverPid: number, run: number): Promise<ManualRow> {
+  const load = loadavg();
+  const oldNames = Array.from({ length: N }, (_, i) => `bm${run}-old-${i}`);
+  const newNames = Array.from({ length: N }, (_, i) => `bm${run}-new-${i}`);
+  const old = await startProxies(client, oldNames);
+  let fresh: WorkflowHandle[] = [];
+  try {
+    await allHealthy(old, 'manual: the old proxies');
+    const peaks = new Peaks(serverPid);
+    const t0 = performance.now();
+    fresh = await startProxies(client, newNames);
+    await allHealthy(fresh, 'manual: the new proxies');
+    await batched(oldNames, (n) => requestProxyDelete(client, ENTRY, n));
+    let open = [...old];
+    await everySecond('manual: the old proxies deleted', async () => {
+      const ds = await batched(open, (h) => h.describe().catch(() => undefined));
+      open = open.filter((_, i) => ds[i]?.status.name === 'RUNNING');
+      return open.length === 0 ? true : undefined;
+    });
+    const replaceS = (performance.now() - t0) / 1000;
+    peaks.stop();
+    return { load, replaceS, workerPeak: peaks.worker, serverPeak: peaks.server };
+  } finally {
+    await batched([...old, ...fresh], (h) => h.terminate('bench phase over').catch(() => undefined));
+    await sleep(3_000);
+  }
+}
+
+interface CheckpointRow {
+  /** Events the pool records per member checkpoint (the member's first report of its new run). */
+  poolEventsPerCheckpoint: number;
+  checkpoints: number;
+  /** Members in discovery before the window, and at its end (after their checkpoints). */
+  availableBefore: number;
+  availableAfter: number;
+  /** Members whose own status says they are out of discovery at the end. */
+  notServingAfter: number;
+}
+
+/**
+ * What a member's hourly checkpoint costs its pool: a pool of 5 whose members continue as new
+ * every 3 polls, watched over a window: the pool's events per member checkpoint, and whether the
+ * members are still in discovery after their checkpoints.
+ */
+async function checkpointCost(client: Client): Promise<CheckpointRow> {
+  const size = 5;
+  const spec = poolSpec('bpck', 'img-c', size);
+  // The template is spread into each member's proxy input: the bench's way to shorten the hourly checkpoint.
+  (spec.template as unknown as Record<string, unknown>).continueAsNewAfterPolls = 3;
+  const h = await client.workflow.start(POOL_WORKFLOW_TYPE, {
+    taskQueue: TQ,
+    workflowId: poolWorkflowId(ENTRY, 'bpck'),
+    args: [{ spec } satisfies PoolWorkflowInput],
+  });
+  let last: PoolStatus | undefined;
+  try {
+    const before = await everySecond('checkpoint pool', async () => {
+      const st = await h.query(poolStatusQuery);
+      return st.available >= size ? st : undefined;
+    });
+    last = before;
+    const q = `ExecutionStatus = "ContinuedAsNew" AND ProxyPool = "${ENTRY}/bpck"`;
+    const c0 = (await client.workflow.count(q)).count;
+    const p0 = (await h.describe()).historyLength;
+    await sleep(Math.max(30_000, 8 * INTERVAL_MS));
+    const p1 = (await h.describe()).historyLength;
+    last = await h.query(poolStatusQuery);
+    const own = await batched(last.members, (m) =>
+      client.workflow.getHandle(proxyWorkflowId(ENTRY, m.name)).query(proxyStatusQuery),
+    );
+    await sleep(3_000); // visibility catches up
+    const c1 = (await client.workflow.count(q)).count;
+    return {
+      poolEventsPerCheckpoint: (p1 - p0) / Math.max(1, c1 - c0),
+      checkpoints: c1 - c0,
+      availableBefore: before.available,
+      availableAfter: last.available,
+      notServingAfter: own.filter((st) => st.pool?.serving !== true).length,
+    };
+  } finally {
+    await endPool(client, h, last);
+  }
+}
+
+const r = (x: number, d = 2): number => Math.round(x * 10 ** d) / 10 ** d;
+
+async function main(): Promise<void> {
+  console.log(
+    `pool: N=${N}, maxSurge ${SURGE} (10 % rounded up), maxUnavailable 0, minHealthyMs ${MIN_HEALTHY_MS}, drainDelayMs ${DRAIN_MS}, ` +
+      `health interval ${INTERVAL_MS} ms, window ${WINDOW_MS / 1000} s, ${RUNS} alternating runs (pool, manual / manual, pool)\n` +
+      'HOSTS AND GUESTS ARE SIMULATED (an in-process host double answers reads and probes); the server is a dev server of its own (SQLite)\n' +
+      `load average at start ${fmtLoad(loadavg())}`,
+  );
+  Runtime.install({
+    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' }) } },
+    logger: QUIET,
+  });
+  const server = await startDevServer(PORT, 'pool-bench');
+  try {
+    const connection = await Connection.connect({ address: `127.0.0.1:${PORT}` });
+    await ensureSearchAttributes(connection, 'default');
+    const client = new Client({ connection, namespace: 'default' });
+    const bundle = await bundleWorkflowCode({ workflowsPath: join(ROOT, 'workflows/index.ts'), logger: QUIET });
+    const pool = createPoolActivities(client, TQ);
+    const worker = await Worker.create({
+      connection: await NativeConnection.connect({ address: `127.0.0.1:${PORT}` }),
+      namespace: 'default',
+      taskQueue: TQ,
+      workflowBundle: bundle,
+      activities: {
+        ...hostDouble(ENTRY, INTERVAL_MS),
+        ...pool,
+        startPoolMember: async (input: StartMemberInput) => {
+          const out = await pool.startPoolMember(input);
+          memberStarts.push(performance.now());
+          return out;
+        },
+      },
+      maxConcurrentActivityTaskExecutions: 2 * N + 100,
+      maxCachedWorkflows: 2 * N + 100,
+    });
+    const pools: PoolRow[] = [];
+    const manuals: ManualRow[] = [];
+    let ck: CheckpointRow | undefined;
+    await worker.runUntil(async () => {
+      if (values.checkpoint) {
+        ck = await checkpointCost(client);
+        console.log(`  checkpoint: ${JSON.stringify(ck)}`);
+      }
+      for (let run = 0; run < RUNS; run++) {
+        const order = run % 2 === 0 ? (['pool', 'manual'] as const) : (['manual', 'pool'] as const);
+        for (const kind of order) {
+          if (kind === 'manual' && values['no-anchor']) continue;
+          const row =
+            kind === 'pool' ? await poolPhase(client, server.pid, run) : await manualPhase(client, server.pid, run);
+          (kind === 'pool' ? pools : manuals).push(row as PoolRow & ManualRow);
+          console.log(
+            `  run ${run + 1} ${kind}: ${JSON.stringify(row, (k, v: unknown) => (k === 'load' ? fmtLoad(v as number[]) : typeof v === 'number' ? r(v) : v))}`,
+          );
+        }
+      }
+    });
+    await connection.close();
+    const f = <T>(rows: T[], k: keyof T, d: number): string => fmtRange(spread(rows.map((x) => x[k] as number)), d);
+    console.log(`\nmedian (min-max) of ${RUNS} run(s), N = ${N}, load average at end ${fmtLoad(loadavg())}\n`);
+    console.log('| measure | pool | by hand (proxies alone) |');
+    console.log('|---|---|---|');
+    console.log(`| scale 0 → N: s to all Healthy | ${f(pools, 'healthyS', 1)} | |`);
+    console.log(
+      `| scale 0 → N: s to all available (Healthy ${MIN_HEALTHY_MS} ms, in discovery) | ${f(pools, 'availableS', 1)} | |`,
+    );
+    console.log(`| scale 0 → N: members started / s | ${f(pools, 'startsPerS', 1)} | |`);
+    console.log(`| scale 0 → N: worker peak RSS MiB | ${f(pools, 'scaleWorkerPeak', 0)} | |`);
+    console.log(`| scale 0 → N: server peak RSS MiB | ${f(pools, 'scaleServerPeak', 0)} | |`);
+    console.log(`| at rest: events / member-hour (window) | ${f(pools, 'memberEventsPerHour', 1)} | |`);
+    console.log(`| at rest: pool workflow events / hour (window) | ${f(pools, 'poolEventsPerHour', 1)} | |`);
+    console.log(`| at rest: server CPU-s / min | ${f(pools, 'restServerCpuPerMin', 2)} | |`);
+    console.log(`| at rest: worker CPU-s / min | ${f(pools, 'restWorkerCpuPerMin', 2)} | |`);
+    console.log(`| replace all N: s | ${f(pools, 'rolloutS', 1)} | ${f(manuals, 'replaceS', 1)} |`);
+    console.log(
+      `| replace all N: fewest in discovery at a 1 s sample | ${f(pools, 'minInDiscovery', 0)} | (N: old kept until all new Healthy) |`,
+    );
+    console.log(
+      `| replace all N: most members listed at once (leaving ones included) | ${f(pools, 'maxMembers', 0)} | ${2 * N} |`,
+    );
+    console.log(
+      `| replace all N: worker peak RSS MiB | ${f(pools, 'rolloutWorkerPeak', 0)} | ${f(manuals, 'workerPeak', 0)} |`,
+    );
+    console.log(
+      `| replace all N: server peak RSS MiB | ${f(pools, 'rolloutServerPeak', 0)} | ${f(manuals, 'serverPeak', 0)} |`,
+    );
+    const roll = median(pools.map((x) => x.rolloutS));
+    const hand = median(manuals.map((x) => x.replaceS));
+    if (manuals.length > 0) console.log(`\nrollout / by hand (medians): ${ratio(roll, hand).toFixed(2)}`);
+    const minIn = Math.min(...pools.map((x) => x.minInDiscovery));
+    console.log(
+      `never below N = ${N} in discovery during the rollout: ${minIn >= N ? 'MET' : 'NOT MET'} (fewest ${minIn})`,
+    );
+    if (ck !== undefined) {
+      const perHour = median(pools.map((x) => x.poolEventsPerHour)) + N * ck.poolEventsPerCheckpoint;
+      console.log(
+        `pool events per member checkpoint (hourly): ${ck.poolEventsPerCheckpoint.toFixed(1)} over ${ck.checkpoints} checkpoints; ` +
+          `the pool at rest with N=${N}, checkpoints included: ${perHour.toFixed(0)} events / hour`,
+      );
+      console.log(
+        `members in discovery after their checkpoints: ${ck.availableAfter} of ${ck.availableBefore} ` +
+          `(${ck.notServingAfter} say they are out of discovery): ${ck.availableAfter >= ck.availableBefore ? 'KEPT' : 'LOST'}`,
+      );
+    }
+  } finally {
+    await server.stop();
+  }
+}
+
+await main();
+process.exit(0);
