@@ -26,7 +26,8 @@ import {
   poolSpecUpdate,
 } from '../../contracts/messages.ts';
 import type { PoolStatus } from '../../contracts/pool.ts';
-import { TEST_TIMEOUT_MS, withWorker } from '../support/workflow-harness.ts';
+import { TEST_TIMEOUT_MS, WAIT_MS, withWorker } from '../support/workflow-harness.ts';
+import { pollUntil } from '../support/temporal.ts';
 import {
   PoolFakes,
   poolFileEnv,
@@ -228,6 +229,111 @@ describe('pool workflow', () => {
       await h.executeUpdate(poolResumeUpdate);
       await poolWhen(h, readyAt(2, 2), 'rolled to revision 2 after resume');
       assert.equal(f.starts().length, 4);
+    });
+  });
+
+  it('the loop guard: members that never come up stop creation (Degraded), then it creates again', opts, async () => {
+    const f = new PoolFakes(e);
+    f.fate = () => 'fail';
+    await withPool(f, async (tq, started) => {
+      const spec = testPoolSpec({ size: 1, replacement: { maxFailures: 3, windowMs: 60_000, backoffMs: 30_000 } });
+      const h = await startPool(e, tq, started, spec);
+      const s = await poolWhen(h, (x) => x.phase === 'Degraded', 'Degraded');
+      assert.equal(f.starts().length, 3, 'no creation past the third failure');
+      assert.equal(s.degraded?.failures.length, 3);
+      assert.ok(s.degraded?.failures.every((x) => /KVM2_BOOT_TIMEOUT/.test(x.reason)));
+      assert.match(s.reason ?? '', /never became healthy/);
+      f.fate = () => 'healthy';
+      await e.env.sleep(31_000);
+      await poolWhen(h, readyAt(1), 'Ready after the backoff');
+      assert.equal(f.starts().length, 4);
+    });
+  });
+
+  it('an Unhealthy member past its grace is replaced, new one first', opts, async () => {
+    const f = new PoolFakes(e);
+    await withPool(f, async (tq, started) => {
+      const h = await startPool(e, tq, started, testPoolSpec({ size: 2, replacement: { unhealthyGraceMs: 30_000 } }));
+      const s = await poolWhen(h, readyAt(2), 'Ready');
+      const sick = s.members[0]!.name;
+      await f.play(sick, { health: 'False', lastError: 'PROBE_FAILED: refused' });
+      await poolWhen(h, (x) => x.members.some((m) => m.name === sick && m.healthy === 'False'), 'Unhealthy seen');
+      assert.equal(f.starts().length, 2, 'nothing within the grace');
+      await e.env.sleep(31_000);
+      const after = await poolWhen(h, (x) => readyAt(2)(x) && !names(x).includes(sick), 'replaced');
+      assert.equal(after.replacements, 1);
+      const order = f.calls.filter((c) => c.activity !== 'listPoolMembers').map((c) => `${c.activity} ${c.name}`);
+      const created = order.findIndex((c) => c.startsWith('startPoolMember') && !names(s).some((n) => c.endsWith(n)));
+      assert.ok(created >= 0 && created < order.indexOf(`deletePoolMember ${sick}`), order.join(', '));
+    });
+  });
+
+  it('a spare takes a failed member’s place at once; a new spare boots behind it', opts, async () => {
+    const f = new PoolFakes(e);
+    await withPool(f, async (tq, started) => {
+      const h = await startPool(e, tq, started, testPoolSpec({ size: 1, spares: 1 }));
+      const s = await poolWhen(h, readyAt(1), 'Ready');
+      const spare = s.members.find((m) => m.role === 'spare')!.name;
+      const serving = s.members.find((m) => m.role === 'serving')!.name;
+      await f.play(serving, { state: 'Failed' });
+      const after = await poolWhen(
+        h,
+        (x) => readyAt(1)(x) && x.members.length === 2 && !names(x).includes(serving),
+        'whole again',
+      );
+      assert.equal(after.members.find((m) => m.role === 'serving')?.name, spare, 'the spare was promoted');
+      assert.deepEqual((await f.view(spare)).served, [true]);
+      assert.equal(f.starts().length, 3);
+    });
+  });
+
+  it('scale-down (oldest): the member leaves discovery, drains drainDelayMs, then is deleted', opts, async () => {
+    const f = new PoolFakes(e);
+    await withPool(f, async (tq, started) => {
+      const h = await startPool(
+        e,
+        tq,
+        started,
+        testPoolSpec({ size: 1, drainDelayMs: 30_000, scaleDownPolicy: 'oldest' }),
+      );
+      const first = (await poolWhen(h, readyAt(1), 'Ready at 1')).members[0]!.name;
+      await e.env.sleep(1_000);
+      await h.executeUpdate(poolScaleUpdate, { args: [{ size: 2 }] });
+      await poolWhen(h, readyAt(2), 'Ready at 2');
+      await h.executeUpdate(poolScaleUpdate, { args: [{ size: 1 }] });
+      await pollUntil(async () => ((await f.view(first)).served.length === 2 ? true : undefined), {
+        timeoutMs: WAIT_MS,
+        intervalMs: 25,
+        what: 'the oldest member told to stop serving',
+      });
+      assert.deepEqual((await f.view(first)).served, [true, false]);
+      const draining = await poolStatus(h);
+      assert.equal(draining.members.find((m) => m.name === first)?.role, 'leaving');
+      assert.ok(!f.deletes().includes(first), 'not deleted before its drain');
+      await e.env.sleep(31_000);
+      await poolWhen(h, (x) => readyAt(1)(x) && !names(x).includes(first), 'deleted after the drain');
+      assert.deepEqual(f.deletes(), [first]);
+    });
+  });
+
+  it('rotation: members past maxAgeMs (with jitter) are replaced, never below N in discovery', opts, async () => {
+    const f = new PoolFakes(e);
+    await withPool(f, async (tq, started) => {
+      const spec = testPoolSpec({ size: 2, rotation: { maxAgeMs: 60_000, jitter: 0.5 } });
+      const h = await startPool(e, tq, started, spec);
+      const first = names(await poolWhen(h, readyAt(2), 'Ready'));
+      let least = Infinity;
+      for (let i = 0; i < 8 && !first.every((n) => f.deletes().includes(n)); i++) {
+        await e.env.sleep(20_000);
+        await poolWhen(h, readyAt(2), `Ready after ${i + 1} × 20 s`, (x) => {
+          least = Math.min(least, x.available);
+        });
+      }
+      assert.ok(
+        first.every((n) => f.deletes().includes(n)),
+        'both first members rotated out',
+      );
+      assert.equal(least, 2);
     });
   });
 
