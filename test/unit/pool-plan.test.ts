@@ -194,6 +194,45 @@ describe('the loop guard', () => {
   });
 });
 
+describe('the loop guard with members that boot but never turn Healthy', () => {
+  it('replaces each after its grace and stops at K (no create/destroy loop)', () => {
+    const sim = new PoolSim(poolSpec({ size: 1 }));
+    sim.fate = () => 'unhealthy';
+    sim.pass();
+    sim.runUntil((s) => s.status().phase === 'Degraded', 'Degraded');
+    assert.equal(sim.state.failures.length, POOL_DEFAULTS.maxFailures);
+    const at = sim.now;
+    sim.advance(POOL_DEFAULTS.backoffMs - 1);
+    assert.equal(sim.actions('create', at + 1).length, 0, 'nothing created during the backoff');
+    assert.ok(sim.actions('create').length <= POOL_DEFAULTS.maxFailures + 1);
+  });
+});
+
+describe('rollback targets', () => {
+  it('a requested revision, else the stable one, else the one before; refusals say why', () => {
+    const sim = readyPool({ size: 1 });
+    update(sim, { template: { imageKey: 'b' } });
+    assert.equal(rollbackTarget(sim.state, undefined), 1, 'the stable revision');
+    assert.match(String(rollbackTarget(sim.state, 2)), /is the current one/);
+    assert.match(String(rollbackTarget(sim.state, 7)), /not known to this pool \(known: 1, 2\)/);
+    assert.match(String(rollbackTarget(sim.state, 1.5)), /whole number/);
+    sim.pass();
+    sim.runUntil((s) => s.ready() && s.state.stableRevision === 2, 'rolled to 2');
+    update(sim, { template: { imageKey: 'c' } });
+    assert.equal(rollbackTarget(sim.state, undefined), 2);
+    assert.equal(rollbackTarget(sim.state, 1), 1);
+  });
+
+  it('the stable revision is kept however many revisions follow', () => {
+    const sim = readyPool({ size: 1 });
+    sim.state.paused = true; // nothing rolls: revision 1 stays the stable one
+    for (let i = 0; i < 12; i++) update(sim, { template: { imageKey: `t${i}` } });
+    assert.equal(sim.state.revisions.length, 11, 'the last 10 and the stable one');
+    assert.ok(sim.state.revisions.some((r) => r.revision === 1));
+    assert.equal(rollbackTarget(sim.state, undefined), 1);
+  });
+});
+
 describe('rolling update', () => {
   it('maxSurge 1, maxUnavailable 0: never fewer than N in discovery, never more than N + 1 members', () => {
     const sim = readyPool({ size: 3 });
