@@ -26,7 +26,20 @@ import {
   poolSpecUpdate,
 } from '../../contracts/messages.ts';
 import type { PoolStatus } from '../../contracts/pool.ts';
-import { TEST_TIMEOUT_MS, WAIT_MS, withWorker } from '../support/workflow-harness.ts';
+import {
+  ENTRY,
+  Fakes,
+  monitorStep,
+  monitorWaiting,
+  TEST_TIMEOUT_MS,
+  WAIT_MS,
+  withWorker,
+} from '../support/workflow-harness.ts';
+import { createPoolActivities } from '../../activities/pool.ts';
+import type { StartMemberInput } from '../../activities/pool.ts';
+import { discovered } from '../../api/routes-ops.ts';
+import { freshProxyStatus } from '../../client/health.ts';
+import { proxyWorkflowId } from '../../contracts/proxy.ts';
 import { pollUntil } from '../support/temporal.ts';
 import {
   PoolFakes,
@@ -336,6 +349,56 @@ describe('pool workflow', () => {
       assert.equal(least, 2);
     });
   });
+
+  it(
+    'with real member proxies (the activities that start and delete them, fake VMs): Ready, in discovery, deleted',
+    opts,
+    async () => {
+      const f = new Fakes(e);
+      let tq = '';
+      const pool = (): ReturnType<typeof createPoolActivities> => createPoolActivities(e.env.client, tq);
+      const activities = {
+        ...f.activities(),
+        startPoolMember: (input: StartMemberInput) => pool().startPoolMember(input),
+        deletePoolMember: (input: { entry: string; name: string }) => pool().deletePoolMember(input),
+        listPoolMembers: () => Promise.resolve([]), // the test server has no visibility list; no audit runs here
+      };
+      const started: WorkflowHandle[] = [];
+      await withWorker(
+        e,
+        activities,
+        async (queue) => {
+          tq = queue;
+          f.taskQueue = queue;
+          const h = await startPool(e, queue, started, testPoolSpec({ size: 1 }));
+          const member = await poolWhen(h, (x) => x.members[0]?.state === 'Running', 'the member Running');
+          const name = member.members[0]!.name;
+          const proxy = e.env.client.workflow.getHandle(proxyWorkflowId(ENTRY, name));
+          started.push(proxy);
+          await monitorWaiting(f, 0, 'the member’s first health poll');
+          let st = await freshProxyStatus(proxy);
+          for (let i = 0; i < 6 && st.conditions.Healthy.status !== 'True'; i++) {
+            st = await monitorStep(e, f, proxy, `health poll ${i + 1}`);
+          }
+          assert.equal(st.conditions.Healthy.status, 'True');
+          const ready = await poolWhen(h, readyAt(1), 'Ready with the real member');
+          assert.equal(ready.members[0]?.address, `${st.ip}:${st.port}`);
+          const served = await pollUntil(
+            async () => {
+              const x = await freshProxyStatus(proxy);
+              return discovered(x, Date.now()) === undefined ? undefined : x;
+            },
+            { timeoutMs: WAIT_MS, intervalMs: 25, what: 'the member in discovery' },
+          );
+          assert.deepEqual(served.pool, { workflowId: h.workflowId, serving: true });
+          await h.executeUpdate(poolDeleteUpdate);
+          assert.equal((await h.result()).phase, 'Deleted');
+          assert.equal((await freshProxyStatus(proxy)).state, 'Deleted');
+        },
+        started,
+      );
+    },
+  );
 
   /** The pass limit of the continue-as-new test: above the passes its setup takes, so the run continues as new only when the test drives it. */
   const PASSES = 40;
