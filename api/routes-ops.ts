@@ -135,16 +135,13 @@ export function registerOpsRoutes(app: FastifyInstance, o: OpsRoutesOptions): vo
     async (request, reply) => {
       if (request.query.pool !== undefined) {
         const [entry = '', pool = ''] = request.query.pool.split('/');
-        if (request.query.entry !== undefined && request.query.entry !== entry) {
-          throw new ApiError(
-            'INVALID_FIELD',
-            `query field entry (${request.query.entry}) is not the pool's entry (${entry}); give one of them`,
-            'entry',
-          );
+        // Both filters hold: a pool of another entry is not in this one.
+        const other = request.query.entry !== undefined && request.query.entry !== entry;
+        const st = o.pools === undefined || other ? undefined : await o.pools.poolStatus(entry, pool);
+        if (st === undefined) {
+          const where = other ? ` in entry ${request.query.entry}` : '';
+          throw new ApiError('NOT_FOUND', `no pool ${entry}/${pool}${where} (no workflow pool/${entry}/${pool})`);
         }
-        const st = o.pools === undefined ? undefined : await o.pools.poolStatus(entry, pool);
-        if (st === undefined)
-          throw new ApiError('NOT_FOUND', `no pool ${entry}/${pool} (no workflow pool/${entry}/${pool})`);
         const { etag, ...body } = poolDiscovery(st);
         void reply.header('etag', etag).header('cache-control', 'no-cache');
         if (etagMatches(request.headers['if-none-match'], etag)) return reply.code(304).send();

@@ -206,7 +206,8 @@ describe('pool routes', () => {
     assert.equal(json<{ ready: number }>(changed).ready, 1);
     assert.equal((await call('GET', '/v1/discovery?pool=lab/none')).statusCode, 404);
     const mixed = await call('GET', '/v1/discovery?pool=lab/disc&entry=e');
-    assert.deepEqual([mixed.statusCode, error(mixed).field], [400, 'entry']);
+    assert.deepEqual([mixed.statusCode, error(mixed).code], [404, 'NOT_FOUND'], 'a pool of lab is not in entry e');
+    assert.equal((await call('GET', '/v1/discovery?pool=lab/disc&entry=lab')).statusCode, 200);
     assert.equal((await call('GET', '/v1/discovery?pool=lab')).statusCode, 400);
   });
 
