@@ -8,7 +8,7 @@ import type { ConditionStatus, ProxyState } from '../../contracts/proxy.ts';
 import type { MemberReport, PoolSpec } from '../../contracts/pool.ts';
 import { poolAddresses, resolvePoolSpec } from '../../contracts/pool.ts';
 import type { Plan, PoolAction, PoolState } from '../../workflows/pool/plan.ts';
-import { applyReport, newPoolState, reconcile } from '../../workflows/pool/plan.ts';
+import { applyReport, newPoolState, nextRandom, reconcile } from '../../workflows/pool/plan.ts';
 import { poolStatus } from '../../workflows/pool/status.ts';
 
 export const T0 = Date.parse('2026-01-01T00:00:00.000Z');
@@ -42,16 +42,10 @@ interface Pending {
   patch: Patch;
 }
 
-/** A seeded PRNG (mulberry32): the same seed, the same names and random choices. */
+/** A seeded random stream (the pool's own, over a holder of its state). */
 export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const holder = { rng: seed >>> 0 };
+  return () => nextRandom(holder);
 }
 
 export interface LoggedAction {

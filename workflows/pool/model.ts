@@ -145,7 +145,7 @@ export function applySpec(state: PoolState, next: ResolvedPoolSpec, at: string):
 }
 
 /** The next number in [0, 1) of the pool's random stream (mulberry32 over `state.rng`). */
-export function nextRandom(state: PoolState): number {
+export function nextRandom(state: Pick<PoolState, 'rng'>): number {
   state.rng = (state.rng + 0x6d2b79f5) >>> 0;
   let t = state.rng;
   t = Math.imul(t ^ (t >>> 15), t | 1);
