@@ -18,7 +18,9 @@ export interface StartMemberInput {
   template: PoolTemplate;
   ownerUid?: string;
   avoidHosts: string[];
-  crowdedHosts: string[];
+  /** The pool's staying members per host (the member prefers the fewest). */
+  hostCounts: Record<string, number>;
+  maxPerHost?: number;
 }
 
 export function createPoolActivities(client: Client, taskQueue: string) {
@@ -37,7 +39,8 @@ export function createPoolActivities(client: Client, taskQueue: string) {
               workflowId: input.pool,
               serving: false,
               avoidHosts: input.avoidHosts,
-              crowdedHosts: input.crowdedHosts,
+              hostCounts: input.hostCounts,
+              ...(input.maxPerHost === undefined ? {} : { maxPerHost: input.maxPerHost }),
             },
           },
         });

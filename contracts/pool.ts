@@ -63,6 +63,12 @@ export interface PoolRollout {
 export interface PoolReplacement {
   /** An Unhealthy member is replaced after this long (default 60 s); a Failed one at once. */
   unhealthyGraceMs?: number;
+  /**
+   * A member that has never been Healthy (still booting: its Squid may not answer yet) is not
+   * replaced as Unhealthy before it is this old (default 5 min; its own bootMs fails it sooner
+   * when it gets no address).
+   */
+  startupGraceMs?: number;
   /** The loop guard: this many members that never became available within `windowMs`... (default 3) */
   maxFailures?: number;
   /** ...stop creation for `backoffMs` (default 10 min, doubling to 1 h) and report Degraded. */
@@ -118,6 +124,7 @@ export const POOL_DEFAULTS = {
   minHealthyMs: 10_000,
   progressDeadlineMs: 600_000,
   unhealthyGraceMs: 60_000,
+  startupGraceMs: 300_000,
   maxFailures: 3,
   windowMs: 1_800_000,
   backoffMs: 600_000,
@@ -145,6 +152,7 @@ export function resolvePoolSpec(spec: PoolSpec): ResolvedPoolSpec {
     },
     replacement: {
       unhealthyGraceMs: spec.replacement?.unhealthyGraceMs ?? d.unhealthyGraceMs,
+      startupGraceMs: spec.replacement?.startupGraceMs ?? d.startupGraceMs,
       maxFailures: spec.replacement?.maxFailures ?? d.maxFailures,
       windowMs: spec.replacement?.windowMs ?? d.windowMs,
       backoffMs: spec.replacement?.backoffMs ?? d.backoffMs,
@@ -192,6 +200,7 @@ export function poolSpecProblems(spec: PoolSpec): string[] {
   whole('rollout.minHealthyMs', spec.rollout?.minHealthyMs, DURATION);
   whole('rollout.progressDeadlineMs', spec.rollout?.progressDeadlineMs, { min: 10_000, max: DURATION.max });
   whole('replacement.unhealthyGraceMs', spec.replacement?.unhealthyGraceMs, DURATION);
+  whole('replacement.startupGraceMs', spec.replacement?.startupGraceMs, DURATION);
   whole('replacement.maxFailures', spec.replacement?.maxFailures, { min: 1, max: 100 });
   whole('replacement.windowMs', spec.replacement?.windowMs, { min: 1000, max: DURATION.max });
   whole('replacement.backoffMs', spec.replacement?.backoffMs, { min: 1000, max: DURATION.max });

@@ -140,6 +140,41 @@ describe('replacement', () => {
     assert.equal(sim.discovery().length, 2);
   });
 
+  it('a member never Healthy yet (booting, its Squid not up) is not replaced before startupGraceMs from its creation', () => {
+    const sim = new PoolSim(poolSpec({ size: 1 }));
+    sim.fate = () => 'unhealthy';
+    sim.pass();
+    const first = sim.state.members[0]!;
+    const created = first.createdAtMs;
+    sim.advance(POOL_DEFAULTS.startupGraceMs - 1);
+    assert.equal(sim.actions('create').length, 1, 'no replacement while it may still be starting');
+    assert.equal(first.condemned, undefined);
+    sim.advance(1);
+    const next = sim.actions('create').filter((l) => l.at > created);
+    assert.equal(next.length, 1, 'replaced once the startup grace ran out');
+    assert.equal(next[0]!.at, created + POOL_DEFAULTS.startupGraceMs);
+  });
+
+  it('a member that recovered (Healthy, not yet for minHealthyMs) outlives a newcomer still booting on scale-down', () => {
+    // Over several seeds: the choice between the two must not be the random policy's.
+    for (let seed = 1; seed <= 8; seed++) {
+      const sim = readyPool({ size: 2, rollout: { minHealthyMs: 60_000 } }, seed);
+      const [a] = sim.discovery();
+      sim.play(a!, { health: 'False' });
+      sim.advance(POOL_DEFAULTS.unhealthyGraceMs);
+      const newcomer = sim.actions('create').at(-1)!.action.name;
+      assert.equal(sim.state.members.length, 3, 'a replacement is on its way');
+      // The sick member recovers before its replacement is up: one of the two must go.
+      sim.play(a!, { health: 'True' });
+      const leaving = sim.state.members.filter((m) => m.role === 'leaving').map((m) => m.name);
+      assert.deepEqual(
+        leaving,
+        [newcomer],
+        `seed ${seed}: the newcomer still booting leaves, not the member that recovered`,
+      );
+    }
+  });
+
   it('a Running member whose health stays Unknown does not make the reconciler wake in a loop', () => {
     const sim = readyPool({ size: 1 });
     const m = sim.discovery()[0]!;

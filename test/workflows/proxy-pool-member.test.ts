@@ -3,7 +3,7 @@
  * activities: it reports each change of its summary to the pool's workflow ID by signal (seen
  * here in the history of an open stand-in workflow at that ID), applies the pool's `serving`
  * signal to its status (which discovery reads), is placed away from the hosts the pool avoids or
- * finds crowded, and a proxy outside a pool signals nothing.
+ * finds crowded (the fewest of its pool, under maxPerHost), and a proxy outside a pool signals nothing.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -151,29 +151,40 @@ describe('a pool member', () => {
     },
   );
 
-  it('is placed away from the hosts its pool avoids, and off crowded hosts while another has room', opts, async () => {
-    const f = new Fakes(e);
-    const started: WorkflowHandle[] = [];
-    await withWorker(
-      e,
-      f.activities(),
-      async (tq) => {
-        f.taskQueue = tq;
-        const pool = await standInPool(tq, started);
-        const a = await startProxy(e, tq, started, {
-          healthLoop: 'monitor',
-          pool: { workflowId: pool.workflowId, serving: false, avoidHosts: ['h1'] },
-        });
-        const b = await startProxy(e, tq, started, {
-          healthLoop: 'monitor',
-          pool: { workflowId: pool.workflowId, serving: false, crowdedHosts: ['h2'] },
-        });
-        assert.equal((await statusWhen(a.handle, (s) => s.host !== undefined, 'placed')).host, 'h2');
-        assert.equal((await statusWhen(b.handle, (s) => s.host !== undefined, 'placed')).host, 'h1');
-      },
-      started,
-    );
-  });
+  it(
+    'is placed away from the hosts its pool avoids, and on the host with the fewest members of its pool, under maxPerHost',
+    opts,
+    async () => {
+      const f = new Fakes(e);
+      const started: WorkflowHandle[] = [];
+      await withWorker(
+        e,
+        f.activities(),
+        async (tq) => {
+          f.taskQueue = tq;
+          const pool = await standInPool(tq, started);
+          const a = await startProxy(e, tq, started, {
+            healthLoop: 'monitor',
+            pool: { workflowId: pool.workflowId, serving: false, avoidHosts: ['h1'] },
+          });
+          const b = await startProxy(e, tq, started, {
+            healthLoop: 'monitor',
+            pool: { workflowId: pool.workflowId, serving: false, hostCounts: { h2: 1 } },
+          });
+          assert.equal((await statusWhen(a.handle, (s) => s.host !== undefined, 'placed')).host, 'h2');
+          assert.equal((await statusWhen(b.handle, (s) => s.host !== undefined, 'placed')).host, 'h1');
+          // Every host at the pool's maxPerHost: the member waits for room rather than crowd one.
+          const c = await startProxy(e, tq, started, {
+            healthLoop: 'monitor',
+            pool: { workflowId: pool.workflowId, serving: false, hostCounts: { h1: 2, h2: 2 }, maxPerHost: 2 },
+          });
+          const waiting = await statusWhen(c.handle, (s) => s.state === 'WaitingForCapacity', 'waiting for room');
+          assert.equal(waiting.host, undefined);
+        },
+        started,
+      );
+    },
+  );
 
   it('a proxy outside a pool signals no other workflow', opts, async () => {
     const f = new Fakes(e);

@@ -33,11 +33,12 @@ export async function apply(state: PoolState, actions: PoolAction[], input: { ow
   let startFailed = false;
   const { spec } = state;
   const poolId = workflowInfo().workflowId;
-  const hostsOf = (): Map<string, number> => {
-    const counts = new Map<string, number>();
+  /** Members that stay (not leaving, not being replaced) per host: where a new member should not crowd. */
+  const hostCounts = (): Record<string, number> => {
+    const counts: Record<string, number> = {};
     for (const m of state.members) {
       const h = m.report?.host;
-      if (h !== undefined && m.role !== 'leaving') counts.set(h, (counts.get(h) ?? 0) + 1);
+      if (h !== undefined && m.role !== 'leaving' && m.condemned === undefined) counts[h] = (counts[h] ?? 0) + 1;
     }
     return counts;
   };
@@ -60,12 +61,6 @@ export async function apply(state: PoolState, actions: PoolAction[], input: { ow
         return;
       }
       const template = state.revisions.find((r) => r.revision === a.revision)?.template ?? spec.template;
-      const counts = hostsOf();
-      const perHost = spec.placement.maxPerHost ?? Infinity;
-      const fewest = Math.min(...counts.values());
-      const crowded = [...counts]
-        .filter(([, n]) => n >= perHost || (perHost === Infinity && n > fewest))
-        .map(([h]) => h);
       try {
         await quick.startPoolMember({
           pool: poolId,
@@ -75,7 +70,8 @@ export async function apply(state: PoolState, actions: PoolAction[], input: { ow
           template,
           ...(input.ownerUid === undefined ? {} : { ownerUid: input.ownerUid }),
           avoidHosts: spec.placement.avoidHosts,
-          crowdedHosts: crowded,
+          hostCounts: hostCounts(),
+          ...(spec.placement.maxPerHost === undefined ? {} : { maxPerHost: spec.placement.maxPerHost }),
         });
       } catch (err) {
         // Not started (the ID is taken by another spec, the entry is unknown...): gone again, and

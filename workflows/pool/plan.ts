@@ -5,7 +5,7 @@
 import type { MemberRole } from '../../contracts/pool.ts';
 import type { MemberRecord, PoolAction, PoolState, Plan } from './model.ts';
 import { ended, isAvailable, isReady, memberName } from './model.ts';
-import { condemn, errorOf, recordFailure, scaleDownOrder, trackRollout } from './policies.ts';
+import { condemn, errorOf, recordFailure, scaleDownOrder, trackRollout, unhealthyDeadline } from './policies.ts';
 
 export type { MemberRecord, PoolAction, PoolState, Plan, RolloutState } from './model.ts';
 export { applyReport, applySpec, isAvailable, isReady, memberName, newPoolState, nextRandom, seedOf } from './model.ts';
@@ -143,7 +143,7 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
     if (r === undefined || r.state !== 'Running') continue;
     const since = Date.parse(r.healthSince);
     if (r.health === 'True' && !isReady(m, spec, nowMs)) wake(since + spec.rollout.minHealthyMs);
-    if (r.health === 'False' && m.condemned === undefined) wake(since + spec.replacement.unhealthyGraceMs);
+    if (r.health === 'False' && m.condemned === undefined) wake(unhealthyDeadline(m, spec));
   }
   return { actions, wakeAtMs: min(wakes) };
 }

@@ -24,6 +24,17 @@ export function errorOf(m: MemberRecord): string {
   return m.report?.lastError ?? `ended ${m.report?.state ?? 'unknown'}`;
 }
 
+/**
+ * When an Unhealthy member is past its grace: unhealthyGraceMs after it turned Unhealthy, and for
+ * a member never Healthy yet (booting) no sooner than startupGraceMs after it was created.
+ */
+export function unhealthyDeadline(m: MemberRecord, spec: PoolState['spec']): number {
+  const since = Date.parse(m.report?.healthSince ?? '') + spec.replacement.unhealthyGraceMs;
+  // Histories recorded before the startup grace have no startupGraceMs in their resolved spec.
+  const startup = m.everReady ? -Infinity : m.createdAtMs + (spec.replacement.startupGraceMs ?? 0);
+  return Math.max(since, startup);
+}
+
 /** Marks the live members to be replaced, and why. Rotation takes one member at a time. */
 export function condemn(state: PoolState, live: MemberRecord[], nowMs: number, wake: (t?: number) => void): void {
   const { spec } = state;
@@ -31,8 +42,7 @@ export function condemn(state: PoolState, live: MemberRecord[], nowMs: number, w
     m.condemned = undefined;
     const r = m.report;
     if (r !== undefined && r.state === 'Running' && r.health === 'False') {
-      const since = Date.parse(r.healthSince);
-      if (nowMs - since >= spec.replacement.unhealthyGraceMs) {
+      if (nowMs >= unhealthyDeadline(m, spec)) {
         m.condemned = `Unhealthy since ${r.healthSince}${r.lastError ? ` (${r.lastError})` : ''}`;
         continue;
       }
@@ -62,10 +72,13 @@ export function scaleDownOrder(
 ): MemberRecord[] {
   const keyed = members.map((m) => ({ m, r: random() }));
   const policy = state.spec.scaleDownPolicy;
+  // Unhealthy first; then members still coming up (those not Healthy yet before those Healthy
+  // but not for minHealthyMs: a member that recovered outlives a newcomer still booting); then
+  // spares; then the rest.
   const rank = (m: MemberRecord): number => {
     if (m.report?.health === 'False') return 0;
-    if (!isReady(m, state.spec, nowMs)) return 1;
-    return m.role === 'spare' ? 2 : 3;
+    if (!isReady(m, state.spec, nowMs)) return m.report?.health === 'True' ? 2 : 1;
+    return m.role === 'spare' ? 3 : 4;
   };
   keyed.sort((a, b) => {
     const byRank = rank(a.m) - rank(b.m);

@@ -51,15 +51,19 @@ async function place(run: ProxyRun, r: ResolvedProxy): Promise<string> {
 }
 
 /**
- * The hosts a pool member may go to: never an avoided one; the crowded ones (as many of the
- * pool's members as they may hold) only when no other host is reachable. A proxy outside a pool: all.
+ * The hosts a pool member may go to: never an avoided one; among the reachable others, those with
+ * the fewest of the pool's members (and under its maxPerHost), so members spread; all allowed
+ * hosts when none is reachable (the wait for capacity says why). A proxy outside a pool: all.
  */
 export function memberSurvey(survey: HostSurvey[], input: ProxyWorkflowInput): HostSurvey[] {
   const pool = input.pool;
   if (pool === undefined) return survey;
   const allowed = survey.filter((s) => !(pool.avoidHosts ?? []).includes(s.host));
-  const roomy = allowed.filter((s) => s.reachable && !(pool.crowdedHosts ?? []).includes(s.host));
-  return roomy.length > 0 ? roomy : allowed;
+  const count = (s: HostSurvey): number => pool.hostCounts?.[s.host] ?? 0;
+  const open = allowed.filter((s) => s.reachable && count(s) < (pool.maxPerHost ?? Infinity));
+  if (open.length === 0) return allowed.filter((s) => !s.reachable || count(s) < (pool.maxPerHost ?? Infinity));
+  const fewest = Math.min(...open.map(count));
+  return open.filter((s) => count(s) === fewest);
 }
 
 /** Places, ensures the base and creates the VM; a full pool starts over from placement. */

@@ -42,8 +42,10 @@ export interface PoolMembership {
   serving: boolean;
   /** Hosts the member must not be placed on. */
   avoidHosts?: string[];
-  /** Hosts with as many of the pool's members as they may hold: others are preferred. */
-  crowdedHosts?: string[];
+  /** The pool's members that stay (not leaving or being replaced) per host: the fewest is preferred. */
+  hostCounts?: Record<string, number>;
+  /** The pool's members one host may hold (a host at the limit is not picked while another has room). */
+  maxPerHost?: number;
 }
 
 /** A permanent failure of the lifecycle: the proxy ends Failed with this reason. */
