@@ -21,8 +21,15 @@ import { WORKFLOWS_PATH, installTestRuntime } from '../support/temporal.ts';
 
 const REPLAY_DIR = fileURLToPath(new URL('../replay/', import.meta.url));
 const HISTORY_FILE = /^(?<name>[a-z0-9-]+)\.sdk-(?<sdk>\d+\.\d+\.\d+)\.json$/;
-/** The runs issue 8 asks to be replayed; each must have a history. */
-const REQUIRED = ['proxy-create-delete', 'proxy-capacity-wait', 'proxy-failed-create', 'proxy-cancel-mid-upload'];
+/** The runs that must be replayed (a proxy's life, its failures, and a pool's); each must have a history. */
+const REQUIRED = [
+  'proxy-create-delete',
+  'proxy-capacity-wait',
+  'proxy-failed-create',
+  'proxy-cancel-mid-upload',
+  'pool-rollout',
+  'pool-replace-rollback',
+];
 
 interface RecordedHistory {
   file: string;
