@@ -134,6 +134,8 @@ export function publishPool(state: PoolState, last: string, phase?: 'Deleted'): 
     available: st.available,
     updated: st.updated,
     revision: st.revision,
+    replacements: st.replacements,
+    rollbacks: st.rollbacks,
   };
   const key = JSON.stringify(memo);
   const step = st.rollout?.step ?? st.reason ?? '';
