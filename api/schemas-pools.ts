@@ -128,6 +128,8 @@ export const poolSummarySchema = {
     available: { type: 'integer' },
     updated: { type: 'integer' },
     revision: { type: 'integer' },
+    replacements: { type: 'integer', description: 'members replaced over the life of the pool' },
+    rollbacks: { type: 'integer', description: 'rollouts rolled back' },
   },
 } as const;
 

@@ -54,6 +54,9 @@ export interface PoolSummary {
   available?: number;
   updated?: number;
   revision?: number;
+  /** Members replaced and rollouts rolled back over the pool's life. */
+  replacements?: number;
+  rollbacks?: number;
   startTime: string;
   closeTime?: string;
 }
@@ -105,7 +108,16 @@ export function poolSummaryOf(
     startTime: info.startTime.toISOString(),
   };
   if (typeof memo['phase'] === 'string') out.phase = memo['phase'] as PoolPhase;
-  for (const k of ['desired', 'spares', 'healthy', 'available', 'updated', 'revision'] as const) {
+  for (const k of [
+    'desired',
+    'spares',
+    'healthy',
+    'available',
+    'updated',
+    'revision',
+    'replacements',
+    'rollbacks',
+  ] as const) {
     const v = num(memo[k]);
     if (v !== undefined) out[k] = v;
   }

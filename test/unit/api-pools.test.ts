@@ -12,6 +12,7 @@ import type { FastifyInstance } from 'fastify';
 import { Ajv } from 'ajv';
 import { TokenAuth } from '../../api/auth.ts';
 import { etagMatches } from '../../api/routes-ops.ts';
+import { poolSummaryOf } from '../../client/pools.ts';
 import { poolSpecSchema } from '../../api/schemas-pools.ts';
 import { buildApi } from '../../api/server.ts';
 import { poolSpecProblems } from '../../contracts/pool.ts';
@@ -277,4 +278,42 @@ describe('the pool spec schema and poolSpecProblems agree on every range', () =>
       }
     });
   }
+});
+
+describe('poolSummaryOf: a pool as visibility lists it', () => {
+  it('reads the counts from the memo, and the names from the workflow ID when the memo lacks them', () => {
+    const info = {
+      workflowId: 'pool/lab/crawl',
+      runId: 'r1',
+      status: { name: 'RUNNING' },
+      startTime: new Date('2026-01-01T00:00:00Z'),
+      memo: {
+        phase: 'Progressing',
+        desired: 3,
+        healthy: 2,
+        available: 2,
+        updated: 1,
+        revision: 2,
+        replacements: 4,
+        rollbacks: 1,
+        spares: 'x',
+      },
+    } as unknown as Parameters<typeof poolSummaryOf>[0];
+    assert.deepEqual(poolSummaryOf(info), {
+      name: 'crawl',
+      entry: 'lab',
+      workflowId: 'pool/lab/crawl',
+      runId: 'r1',
+      execution: 'RUNNING',
+      startTime: '2026-01-01T00:00:00.000Z',
+      phase: 'Progressing',
+      desired: 3,
+      healthy: 2,
+      available: 2,
+      updated: 1,
+      revision: 2,
+      replacements: 4,
+      rollbacks: 1,
+    });
+  });
 });
