@@ -20,6 +20,8 @@ export interface StartMemberInput {
   avoidHosts: string[];
   /** The pool's staying members per host (the member prefers the fewest). */
   hostCounts: Record<string, number>;
+  /** The member's place among those created in one pass (they spread over the hosts tied for fewest). */
+  spreadSlot?: number;
   maxPerHost?: number;
 }
 
@@ -40,6 +42,7 @@ export function createPoolActivities(client: Client, taskQueue: string) {
               serving: false,
               avoidHosts: input.avoidHosts,
               hostCounts: input.hostCounts,
+              ...(input.spreadSlot === undefined ? {} : { spreadSlot: input.spreadSlot }),
               ...(input.maxPerHost === undefined ? {} : { maxPerHost: input.maxPerHost }),
             },
           },

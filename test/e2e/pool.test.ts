@@ -96,12 +96,23 @@ describe(
       }
     };
     /** A CONNECT through the member at `address` to the target, sent from inside `host`: the CONNECT's status. */
+    /** Why the last failed CONNECT of each address failed (curl's error, or the exec's). */
+    const why = new Map<string, string>();
     const connectThrough = async (host: TestHost, address: string): Promise<number> => {
       const script =
-        `curl -s -o /dev/null --max-time 10 -x 'http://${address}' -p 'http://${hosts[0]!.rootSideAddress}:${target.port}/'` +
-        ` -w '%{http_connect}'; true`;
-      const out = await inHost(host, ['sh', '-c', script], 15_000).catch(() => '000');
-      return Number(out.trim().slice(-3)) || 0;
+        `curl -sS -o /dev/null --max-time 10 -x 'http://${address}' -p 'http://${hosts[0]!.rootSideAddress}:${target.port}/'` +
+        ` -w '@@%{http_connect}' 2>&1; true`;
+      const out = await inHost(host, ['sh', '-c', script], 15_000).catch((err: unknown) => `exec: ${String(err)}@@000`);
+      const code = Number(/@@(\d{3})\s*$/.exec(out)?.[1] ?? 0);
+      if (code !== 200)
+        why.set(
+          address,
+          out
+            .replace(/@@\d{3}\s*$/, '')
+            .trim()
+            .slice(0, 200),
+        );
+      return code;
     };
     const hostNamed = (name: string | undefined): TestHost | undefined => hosts.find((h) => h.name === name);
 
@@ -264,7 +275,9 @@ describe(
                 });
               }),
             );
-            const failed = listed.flatMap((a, j) => (codes[j] === 200 ? [] : [`${a.name} ${a.address}: ${codes[j]}`]));
+            const failed = listed.flatMap((a, j) =>
+              codes[j] === 200 ? [] : [`${a.name} ${a.address}: ${codes[j]} (${why.get(a.address) ?? ''})`],
+            );
             const at = Math.round(performance.now() - t0);
             samples.push({
               listed: listed.length,

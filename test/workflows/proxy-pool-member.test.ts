@@ -173,6 +173,17 @@ describe('a pool member', () => {
           });
           assert.equal((await statusWhen(a.handle, (s) => s.host !== undefined, 'placed')).host, 'h2');
           assert.equal((await statusWhen(b.handle, (s) => s.host !== undefined, 'placed')).host, 'h1');
+          // Two members created together, no host counted yet: they take the tied hosts in turn.
+          const [s0, s1] = await Promise.all(
+            [0, 1].map((spreadSlot) =>
+              startProxy(e, tq, started, {
+                healthLoop: 'monitor',
+                pool: { workflowId: pool.workflowId, serving: false, hostCounts: {}, spreadSlot },
+              }),
+            ),
+          );
+          assert.equal((await statusWhen(s0!.handle, (s) => s.host !== undefined, 'placed')).host, 'h1');
+          assert.equal((await statusWhen(s1!.handle, (s) => s.host !== undefined, 'placed')).host, 'h2');
           // Every host at the pool's maxPerHost: the member waits for room rather than crowd one.
           const c = await startProxy(e, tq, started, {
             healthLoop: 'monitor',

@@ -42,6 +42,10 @@ export async function apply(state: PoolState, actions: PoolAction[], input: { ow
     }
     return counts;
   };
+  // Members created in one pass have no host yet to count: each takes the next slot among the
+  // hosts tied for fewest, so a batch spreads instead of following one hash.
+  const creates = actions.filter((a) => a.kind === 'create').map((a) => a.name);
+  const counts = hostCounts();
   await Promise.all(
     actions.map(async (a) => {
       if (a.kind === 'serve') {
@@ -70,7 +74,8 @@ export async function apply(state: PoolState, actions: PoolAction[], input: { ow
           template,
           ...(input.ownerUid === undefined ? {} : { ownerUid: input.ownerUid }),
           avoidHosts: spec.placement.avoidHosts,
-          hostCounts: hostCounts(),
+          hostCounts: counts,
+          spreadSlot: creates.indexOf(a.name),
           ...(spec.placement.maxPerHost === undefined ? {} : { maxPerHost: spec.placement.maxPerHost }),
         });
       } catch (err) {

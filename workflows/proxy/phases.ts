@@ -52,7 +52,8 @@ async function place(run: ProxyRun, r: ResolvedProxy): Promise<string> {
 
 /**
  * The hosts a pool member may go to: never an avoided one; among the reachable others, those with
- * the fewest of the pool's members (and under its maxPerHost), so members spread; all allowed
+ * the fewest of the pool's members (and under its maxPerHost), so members spread (members created
+ * together take those hosts in turn, by their spreadSlot); all allowed
  * hosts when none is reachable (the wait for capacity says why). A proxy outside a pool: all.
  */
 export function memberSurvey(survey: HostSurvey[], input: ProxyWorkflowInput): HostSurvey[] {
@@ -63,7 +64,9 @@ export function memberSurvey(survey: HostSurvey[], input: ProxyWorkflowInput): H
   const open = allowed.filter((s) => s.reachable && count(s) < (pool.maxPerHost ?? Infinity));
   if (open.length === 0) return allowed.filter((s) => !s.reachable || count(s) < (pool.maxPerHost ?? Infinity));
   const fewest = Math.min(...open.map(count));
-  return open.filter((s) => count(s) === fewest);
+  const tied = open.filter((s) => count(s) === fewest).sort((a, b) => a.host.localeCompare(b.host));
+  const slot = pool.spreadSlot;
+  return slot === undefined || slot < 0 ? tied : [tied[slot % tied.length]!];
 }
 
 /** Places, ensures the base and creates the VM; a full pool starts over from placement. */

@@ -44,6 +44,8 @@ export interface PoolMembership {
   avoidHosts?: string[];
   /** The pool's members that stay (not leaving or being replaced) per host: the fewest is preferred. */
   hostCounts?: Record<string, number>;
+  /** Its place among the members a pool created at once: they take the hosts tied for fewest in turn. */
+  spreadSlot?: number;
   /** The pool's members one host may hold (a host at the limit is not picked while another has room). */
   maxPerHost?: number;
 }
