@@ -1,9 +1,11 @@
 // Prometheus metrics of the API (prom-client, a registry of its own): proxies by state counted in
-// Temporal's visibility store at scrape time, plus what the API measures itself (requests by
+// Temporal's visibility store at scrape time, pools' counts from their memos, plus what the API measures itself (requests by
 // route and status with their latency, Temporal calls that failed, process figures). The
 // worker-side figures (health probe latency, upload bytes, RPC latency by procedure, link deaths)
 // are served by each worker (`--metrics-listen`, activities/metrics.ts).
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { PoolStore, PoolSummary } from '../client/pools.ts';
+import { poolListQuery } from '../client/pools.ts';
 import type { ProxyStore } from './store.ts';
 import { listQuery } from './store.ts';
 import { PROXY_STATES } from './schemas.ts';
@@ -18,7 +20,13 @@ export interface ApiMetrics {
 /** States whose proxies are still open workflows; Deleted and Failed are counted over retention. */
 const OPEN_STATES = new Set<string>(PROXY_STATES.filter((s) => s !== 'Deleted' && s !== 'Failed'));
 
-export function createMetrics(store: ProxyStore, options: { scrapeTimeoutMs?: number } = {}): ApiMetrics {
+/** Pools read per scrape (pages of 1000 from visibility, the counts from each pool's memo). */
+const POOLS_MAX = 10_000;
+
+export function createMetrics(
+  store: ProxyStore,
+  options: { scrapeTimeoutMs?: number; pools?: PoolStore } = {},
+): ApiMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'egress_api_' });
   const temporalErrors = new Counter({
@@ -67,6 +75,7 @@ export function createMetrics(store: ProxyStore, options: { scrapeTimeoutMs?: nu
       if (counts !== undefined) this.set(counts.healthy);
     },
   });
+  if (options.pools !== undefined) poolGauges(registry, options.pools, timeoutMs, temporalErrors);
   const requests = new Counter({
     name: 'egress_api_requests_total',
     help: 'HTTP requests answered, by method, route pattern and status code',
@@ -81,6 +90,63 @@ export function createMetrics(store: ProxyStore, options: { scrapeTimeoutMs?: nu
     registers: [registry],
   });
   return { registry, requests, duration, temporalErrors };
+}
+
+/**
+ * Per-pool figures from the open pools' memos (what the pool workflow publishes when they
+ * change): desired, healthy, available, spares, updated, and the replacements and rollbacks over
+ * its life (counters in the pool: exported as gauges of their running totals).
+ */
+function poolGauges(registry: Registry, pools: PoolStore, timeoutMs: number, errors: Counter<'operation'>): void {
+  const FIELDS = ['desired', 'healthy', 'available', 'spares', 'updated', 'replacements', 'rollbacks'] as const;
+  let scrape: { at: number; result: Promise<PoolSummary[] | undefined> } | undefined;
+  const listOnce = (): Promise<PoolSummary[] | undefined> => {
+    if (scrape === undefined || Date.now() - scrape.at > 1_000) {
+      const all = async (): Promise<PoolSummary[]> => {
+        const out: PoolSummary[] = [];
+        let token: Uint8Array | undefined;
+        do {
+          const page = await pools.listPools(poolListQuery({ openOnly: true }), 1000, token);
+          out.push(...page.items);
+          token = page.nextPageToken;
+        } while (token !== undefined && out.length < POOLS_MAX);
+        return out;
+      };
+      scrape = {
+        at: Date.now(),
+        result: withTimeout(all(), timeoutMs).catch(() => {
+          errors.inc({ operation: 'pools' });
+          return undefined;
+        }),
+      };
+    }
+    return scrape.result;
+  };
+  const help: Record<(typeof FIELDS)[number], string> = {
+    desired: 'Members a pool keeps in discovery (its size)',
+    healthy: 'Members of a pool whose Healthy condition is True (any role)',
+    available: 'Members of a pool in discovery: Healthy for minHealthyMs and serving',
+    spares: 'Spare members a pool keeps Healthy out of discovery (its spares setting)',
+    updated: 'Members of a pool on its current template revision',
+    replacements: 'Members a pool replaced (failed or unhealthy) over its life',
+    rollbacks: 'Rollouts a pool rolled back over its life',
+  };
+  for (const field of FIELDS) {
+    new Gauge({
+      name: `egress_pool_${field}`,
+      help: help[field],
+      labelNames: ['entry', 'pool'] as const,
+      registers: [registry],
+      async collect() {
+        const list = await listOnce();
+        this.reset();
+        for (const p of list ?? []) {
+          const v = p[field];
+          if (typeof v === 'number') this.set({ entry: p.entry, pool: p.name }, v);
+        }
+      },
+    });
+  }
 }
 
 interface Scrape {

@@ -77,6 +77,10 @@ const specFields = {
     additionalProperties: false,
     properties: {
       unhealthyGraceMs: { ...duration, description: 'an Unhealthy member is replaced after this long (default 60000)' },
+      startupGraceMs: {
+        ...duration,
+        description: 'a member never Healthy yet is not replaced as Unhealthy before it is this old (default 300000)',
+      },
       maxFailures: {
         ...whole(1, 100),
         description: 'the loop guard: members that never became available... (default 3)',

@@ -116,7 +116,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   };
   app.setNotFoundHandler(notFound);
 
-  const metrics = createMetrics(options.store);
+  const metrics = createMetrics(options.store, options.pools ? { pools: options.pools } : {});
   app.addHook('onRequest', (request, _reply, done) => {
     if (request.routeOptions.config.public === true) return done();
     try {

@@ -18,6 +18,7 @@ const NUMBERS = [
   ['min-healthy-ms', 'rollout', 'minHealthyMs', 0],
   ['progress-deadline-ms', 'rollout', 'progressDeadlineMs', 0],
   ['unhealthy-grace-ms', 'replacement', 'unhealthyGraceMs', 0],
+  ['startup-grace-ms', 'replacement', 'startupGraceMs', 0],
   ['max-failures', 'replacement', 'maxFailures', 1],
   ['failure-window-ms', 'replacement', 'windowMs', 0],
   ['backoff-ms', 'replacement', 'backoffMs', 0],
@@ -53,7 +54,8 @@ export const SPEC_HELP = `  --image KEY          the template's image key
   --max-per-host N  --avoid-host H (repeat)                        placement
   --max-surge N (1)  --max-unavailable N (0)  --min-healthy-ms MS (10000)
   --progress-deadline-ms MS (600000)                               rollout
-  --unhealthy-grace-ms MS (60000)  --max-failures N (3)  --failure-window-ms MS (1800000)
+  --unhealthy-grace-ms MS (60000)  --startup-grace-ms MS (300000, a member never Healthy yet)
+  --max-failures N (3)  --failure-window-ms MS (1800000)
   --backoff-ms MS (600000)                                         replacement and its loop guard
   --max-age-ms MS (never)  --jitter F (0.1)                        rotation by age
   --scale-down-policy random|oldest|newest (random)  --drain-delay-ms MS (10000)`;

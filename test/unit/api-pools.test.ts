@@ -221,6 +221,22 @@ describe('pool routes', () => {
     assert.ok(!etagMatches(undefined, 'W/"abc"'));
   });
 
+  it('/metrics has the counts of each open pool from its memo, labelled by entry and pool', async () => {
+    const p = pools.add(spec({ name: 'metered', size: 3 }));
+    Object.assign(p.summary, { healthy: 2, available: 2, spares: 1, updated: 3, replacements: 4, rollbacks: 1 });
+    const text = (await call('GET', '/metrics')).body;
+    const value = (metric: string): string | undefined =>
+      new RegExp(`^${metric}\\{entry="lab",pool="metered"\\} (\\S+)$`, 'm').exec(text)?.[1];
+    assert.equal(value('egress_pool_desired'), '3');
+    assert.equal(value('egress_pool_available'), '2');
+    assert.equal(value('egress_pool_healthy'), '2');
+    assert.equal(value('egress_pool_spares'), '1');
+    assert.equal(value('egress_pool_updated'), '3');
+    assert.equal(value('egress_pool_replacements'), '4');
+    assert.equal(value('egress_pool_rollbacks'), '1');
+    pools.pools.delete(p.summary.workflowId);
+  });
+
   it('the OpenAPI document has every pool route with its operationId', async () => {
     const doc = json<{ paths: Record<string, Record<string, { operationId?: string }>> }>(
       await call('GET', '/openapi.json'),
@@ -249,6 +265,7 @@ describe('the pool spec schema and poolSpecProblems agree on every range', () =>
     ['rollout.minHealthyMs', 0, 30 * 86_400_000],
     ['rollout.progressDeadlineMs', 10_000, 30 * 86_400_000],
     ['replacement.unhealthyGraceMs', 0, 30 * 86_400_000],
+    ['replacement.startupGraceMs', 0, 30 * 86_400_000],
     ['replacement.maxFailures', 1, 100],
     ['replacement.windowMs', 1000, 30 * 86_400_000],
     ['replacement.backoffMs', 1000, 30 * 86_400_000],
