@@ -26,29 +26,18 @@
  * --no-anchor leaves the manual replacement out (to fit N = 1,000 in a bounded run).
  */
 import { loadavg } from 'node:os';
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
-import type { WorkflowHandle } from '@temporalio/client';
-import {
-  bundleWorkflowCode,
-  DefaultLogger,
-  makeTelemetryFilterString,
-  NativeConnection,
-  Runtime,
-  Worker,
-} from '@temporalio/worker';
+import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { StartMemberInput } from '../activities/pool.ts';
 import { createPoolActivities } from '../activities/pool.ts';
 import { requestProxyDelete } from '../client/proxies.ts';
-import { ensureSearchAttributes } from '../client/search-attributes.ts';
 import { poolScaleUpdate, poolSpecUpdate, poolStatusQuery, proxyStatusQuery } from '../contracts/messages.ts';
 import type { PoolSpec, PoolStatus } from '../contracts/pool.ts';
 import { POOL_WORKFLOW_TYPE, poolAddresses, poolWorkflowId } from '../contracts/pool.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { PoolWorkflowInput } from '../workflows/pool/index.ts';
 import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
-import { cpuSeconds, rssMiB, startDevServer } from './lib/dev-server.ts';
+import { benchWorker, cpuSeconds, installQuietRuntime, rssMiB, startDevServer } from './lib/dev-server.ts';
 import { hostDouble } from './lib/host-double.ts';
 import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, median, ratio, spread } from './lib/stats.ts';
@@ -83,8 +72,6 @@ const PORT = Number(values.port);
 const SURGE = Math.ceil(N / 10);
 const ENTRY = 'bench';
 const TQ = 'pool-bench';
-const ROOT = new URL('..', import.meta.url).pathname;
-const QUIET = new DefaultLogger('ERROR');
 const BATCH = 50;
 
 for (const [flag, v] of Object.entries({ n: N, runs: RUNS, 'window-s': WINDOW_MS, 'interval-ms': INTERVAL_MS })) {
@@ -441,34 +428,26 @@ async function main(): Promise<void> {
       'HOSTS AND GUESTS ARE SIMULATED (an in-process host double answers reads and probes); the server is a dev server of its own (SQLite)\n' +
       `load average at start ${fmtLoad(loadavg())}`,
   );
-  Runtime.install({
-    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' }) } },
-    logger: QUIET,
-  });
+  installQuietRuntime();
   const server = await startDevServer(PORT, 'pool-bench');
   try {
-    const connection = await Connection.connect({ address: `127.0.0.1:${PORT}` });
-    await ensureSearchAttributes(connection, 'default');
-    const client = new Client({ connection, namespace: 'default' });
-    const bundle = await bundleWorkflowCode({ workflowsPath: join(ROOT, 'workflows/index.ts'), logger: QUIET });
-    const pool = createPoolActivities(client, TQ);
-    const worker = await Worker.create({
-      connection: await NativeConnection.connect({ address: `127.0.0.1:${PORT}` }),
-      namespace: 'default',
-      taskQueue: TQ,
-      workflowBundle: bundle,
-      activities: {
-        ...hostDouble(ENTRY, INTERVAL_MS),
-        ...pool,
-        startPoolMember: async (input: StartMemberInput) => {
-          const out = await pool.startPoolMember(input);
-          memberStarts.push(performance.now());
-          return out;
-        },
+    const { connection, client, worker } = await benchWorker(
+      PORT,
+      TQ,
+      (c: Client) => {
+        const pool = createPoolActivities(c, TQ);
+        return {
+          ...hostDouble(ENTRY, INTERVAL_MS),
+          ...pool,
+          startPoolMember: async (input: StartMemberInput) => {
+            const out = await pool.startPoolMember(input);
+            memberStarts.push(performance.now());
+            return out;
+          },
+        };
       },
-      maxConcurrentActivityTaskExecutions: 2 * N + 100,
-      maxCachedWorkflows: 2 * N + 100,
-    });
+      { activities: 2 * N + 100, workflows: 2 * N + 100 },
+    );
     const pools: PoolRow[] = [];
     const manuals: ManualRow[] = [];
     let ck: CheckpointRow | undefined;

@@ -14,23 +14,12 @@
  *
  *   node bench/steady-state.ts [--n 100] [--window-s 60] [--interval-ms 15000] [--runs 2] [--loops poll,monitor]
  */
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
-import type { WorkflowHandle } from '@temporalio/client';
-import {
-  bundleWorkflowCode,
-  DefaultLogger,
-  makeTelemetryFilterString,
-  NativeConnection,
-  Runtime,
-  Worker,
-} from '@temporalio/worker';
-import { ensureSearchAttributes } from '../client/search-attributes.ts';
+import type { Client, WorkflowHandle } from '@temporalio/client';
 import { proxyStatusQuery } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
-import { cpuSeconds, rssMiB, startDevServer } from './lib/dev-server.ts';
+import { benchWorker, cpuSeconds, installQuietRuntime, rssMiB, startDevServer } from './lib/dev-server.ts';
 import { hostDouble } from './lib/host-double.ts';
 import { sleep } from './lib/run.ts';
 import { fmtRange, median, spread } from './lib/stats.ts';
@@ -53,8 +42,6 @@ const LOOPS = values.loops.split(',') as ('poll' | 'monitor')[];
 const PORT = Number(values.port);
 const ENTRY = 'bench';
 const TQ = 'steady-state';
-const ROOT = new URL('..', import.meta.url).pathname;
-const QUIET = new DefaultLogger('ERROR');
 
 interface Sample {
   events: number;
@@ -176,27 +163,12 @@ async function main(): Promise<void> {
     `steady-state: N=${N} proxies per loop, interval ${INTERVAL_MS} ms, window ${WINDOW_MS / 1000} s, ${RUNS} alternating runs\n` +
       'HOSTS AND GUESTS ARE SIMULATED (an in-process host double answers reads and probes); the server is a dev server of its own (SQLite)',
   );
-  Runtime.install({
-    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' }) } },
-    logger: QUIET,
-  });
+  installQuietRuntime();
   const server = await startDevServer(PORT, 'steady-state');
   try {
-    const connection = await Connection.connect({ address: `127.0.0.1:${PORT}` });
-    await ensureSearchAttributes(connection, 'default');
-    const client = new Client({ connection, namespace: 'default' });
-    const bundle = await bundleWorkflowCode({
-      workflowsPath: join(ROOT, 'workflows/index.ts'),
-      logger: QUIET,
-    });
-    const worker = await Worker.create({
-      connection: await NativeConnection.connect({ address: `127.0.0.1:${PORT}` }),
-      namespace: 'default',
-      taskQueue: TQ,
-      workflowBundle: bundle,
-      activities: hostDouble(ENTRY, INTERVAL_MS),
-      maxConcurrentActivityTaskExecutions: Math.max(200, 2 * N + 50),
-      maxCachedWorkflows: Math.max(1000, 2 * N + 50),
+    const { connection, client, worker } = await benchWorker(PORT, TQ, () => hostDouble(ENTRY, INTERVAL_MS), {
+      activities: Math.max(200, 2 * N + 50),
+      workflows: Math.max(1000, 2 * N + 50),
     });
     const rows: Row[] = [];
     let checkpoint = 0;

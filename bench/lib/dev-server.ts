@@ -1,13 +1,22 @@
 /**
  * What the control-plane benchmarks (steady-state.ts, pool.ts) share: a Temporal dev server of
- * their own on a port of their choosing (so its CPU and RSS are the benchmark's alone), and the
- * CPU-seconds and RSS of a process read from /proc.
+ * their own on a port of their choosing (so its CPU and RSS are the benchmark's alone), a quiet
+ * worker of the project's workflows on it, and the CPU-seconds and RSS of a process from /proc.
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Connection } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  makeTelemetryFilterString,
+  NativeConnection,
+  Runtime,
+  Worker,
+} from '@temporalio/worker';
+import { ensureSearchAttributes } from '../../client/search-attributes.ts';
 import { sleep } from './run.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -58,4 +67,48 @@ export async function startDevServer(port: number, prefix: string): Promise<DevS
     }
   }
   return { pid: child.pid!, dir, stop };
+}
+
+/** The benchmarks log errors only (the SDK's runtime and the bundler). */
+export const QUIET = new DefaultLogger('ERROR');
+
+/** Installs the SDK's runtime with errors only in its logs; call once, before any worker. */
+export function installQuietRuntime(): void {
+  Runtime.install({
+    telemetryOptions: { logging: { filter: makeTelemetryFilterString({ core: 'ERROR', other: 'ERROR' }) } },
+    logger: QUIET,
+  });
+}
+
+export interface BenchWorker {
+  connection: Connection;
+  client: Client;
+  worker: Worker;
+}
+
+/**
+ * A client of the dev server on `port` (the project's search attributes registered) and a worker
+ * of every project workflow on `taskQueue` with the activities `activities(client)` builds.
+ */
+export async function benchWorker(
+  port: number,
+  taskQueue: string,
+  activities: (client: Client) => object,
+  caps: { activities: number; workflows: number },
+): Promise<BenchWorker> {
+  const address = `127.0.0.1:${port}`;
+  const connection = await Connection.connect({ address });
+  await ensureSearchAttributes(connection, 'default');
+  const client = new Client({ connection, namespace: 'default' });
+  const bundle = await bundleWorkflowCode({ workflowsPath: join(ROOT, 'workflows/index.ts'), logger: QUIET });
+  const worker = await Worker.create({
+    connection: await NativeConnection.connect({ address }),
+    namespace: 'default',
+    taskQueue,
+    workflowBundle: bundle,
+    activities: activities(client),
+    maxConcurrentActivityTaskExecutions: caps.activities,
+    maxCachedWorkflows: caps.workflows,
+  });
+  return { connection, client, worker };
 }
