@@ -23,6 +23,8 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -64,6 +66,7 @@ describe(
     let client: Client;
     let mirror: ImageMirror;
     let target: Target;
+    let web: http.Server;
     let tmp: string;
     let worker: WorkerProcess | undefined;
     let pool: WorkflowHandle<typeof poolWorkflow>;
@@ -99,16 +102,17 @@ describe(
     /** Why the last failed CONNECT of each address failed (curl's error, or the exec's). */
     const why = new Map<string, string>();
     const connectThrough = async (host: TestHost, address: string): Promise<number> => {
-      const script =
-        `curl -sS -o /dev/null --max-time 10 -x 'http://${address}' -p 'http://${hosts[0]!.rootSideAddress}:${target.port}/'` +
-        ` -w '@@%{http_connect}' 2>&1; true`;
-      const out = await inHost(host, ['sh', '-c', script], 15_000).catch((err: unknown) => `exec: ${String(err)}@@000`);
-      const code = Number(/@@(\d{3})\s*$/.exec(out)?.[1] ?? 0);
+      const dest = `${hosts[0]!.rootSideAddress}:${(web.address() as AddressInfo).port}`;
+      const script = `curl -sS -o /dev/null --max-time 10 -x 'http://${address}' -p 'http://${dest}/' -w 'connect=%{http_connect};' 2>&1; true`;
+      const out = await inHost(host, ['sh', '-c', script], 15_000).catch(
+        (err: unknown) => `exec: ${String(err)} connect=000;`,
+      );
+      const code = Number(/connect=(\d{3});/.exec(out)?.[1] ?? 0);
       if (code !== 200)
         why.set(
           address,
           out
-            .replace(/@@\d{3}\s*$/, '')
+            .replace(/connect=\d{3};/, '')
             .trim()
             .slice(0, 200),
         );
@@ -128,6 +132,10 @@ describe(
       client = await connectClient();
       mirror = await ImageMirror.start();
       target = await startTarget(hosts[0]!.rootSideAddress, 'hello from the pool target\n');
+      // What the prober CONNECTs to: an HTTP server (the health target closes after a greeting,
+      // which races curl's reading of the CONNECT reply).
+      web = http.createServer((_req, res) => res.end('hello from the pool prober target\n'));
+      await new Promise<void>((resolve) => web.listen(0, hosts[0]!.rootSideAddress, resolve));
       const config = fleetConfig({
         entry,
         ownerUid: owner,
@@ -195,6 +203,11 @@ describe(
         for (const v of vols) await virsh(h, 'vol-delete', '--pool', h.pool, v).catch(() => '');
       }
       await target?.close();
+      if (web)
+        await new Promise<void>((resolve) => {
+          web.closeAllConnections();
+          web.close(() => resolve());
+        });
       await mirror?.close();
       if (tmp) await rm(tmp, { recursive: true, force: true });
       if (rows.length > 0) {
