@@ -143,6 +143,9 @@ async function runOnce(
     images: { empty: { url } },
     health: { intervalMs: 15_000 },
   });
+  // The guests never boot (an empty base) and each host has 2 CPUs: placement's default vCPU
+  // overcommit (4) would hold all but 8 proxies per host in WaitingForCapacity.
+  for (const h of config.providers[0]!.hosts) h.cpuOvercommit = 1000;
   const taskQueue = uniqueId('bench');
   const worker = await spawnWorker(await writeProvidersFile(tmp, config), taskQueue);
   const serverPid = await temporalServerPid();

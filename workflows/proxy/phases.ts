@@ -12,7 +12,8 @@ import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import { poll, rpc } from '../stubs.ts';
 import { compensate } from './cleanup.ts';
-import { capacityBackoffMs, pickHost } from './placement.ts';
+import { capacityBackoffMs, hostLacks, pickHost, PLACEMENT_NEED_BYTES } from './placement.ts';
+import type { VmNeed } from './placement.ts';
 import { nowIso, recordError, setState } from './publish.ts';
 import { NeedCapacity, ProxyFailed } from './state.ts';
 import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
@@ -43,7 +44,7 @@ export async function resolve(input: ProxyWorkflowInput): Promise<ResolvedProxy>
 async function place(run: ProxyRun, r: ResolvedProxy): Promise<string> {
   for (let attempt = 0; ; attempt++) {
     const survey = await rpc.surveyHosts({ entry: r.entry });
-    const pick = pickHost(memberSurvey(survey, run.input), r.name, r.vm);
+    const pick = pickHost(memberSurvey(survey, run.input, r.vm), r.name, r.vm);
     if (pick.host !== undefined) return pick.host;
     setState(run, 'WaitingForCapacity', pick.reason);
     await sleep(capacityBackoffMs(attempt));
@@ -51,17 +52,22 @@ async function place(run: ProxyRun, r: ResolvedProxy): Promise<string> {
 }
 
 /**
- * The hosts a pool member may go to: never an avoided one; among the reachable others, those with
+ * The hosts a pool member may go to: never an avoided one; among the reachable others with room
+ * for it (placement.ts hostLacks), those with
  * the fewest of the pool's members (and under its maxPerHost), so members spread (members created
  * together take those hosts in turn, by their spreadSlot); all allowed
  * hosts when none is reachable (the wait for capacity says why). A proxy outside a pool: all.
  */
-export function memberSurvey(survey: HostSurvey[], input: ProxyWorkflowInput): HostSurvey[] {
+export function memberSurvey(survey: HostSurvey[], input: ProxyWorkflowInput, vm?: VmNeed): HostSurvey[] {
   const pool = input.pool;
   if (pool === undefined) return survey;
   const allowed = survey.filter((s) => !(pool.avoidHosts ?? []).includes(s.host));
   const count = (s: HostSurvey): number => pool.hostCounts?.[s.host] ?? 0;
-  const open = allowed.filter((s) => s.reachable && count(s) < (pool.maxPerHost ?? Infinity));
+  // Only hosts with room count as open: a member goes to a fuller host of the pool rather than wait.
+  const open = allowed.filter(
+    (s) =>
+      s.reachable && count(s) < (pool.maxPerHost ?? Infinity) && hostLacks(s, PLACEMENT_NEED_BYTES, vm).length === 0,
+  );
   if (open.length === 0) return allowed.filter((s) => !s.reachable || count(s) < (pool.maxPerHost ?? Infinity));
   const fewest = Math.min(...open.map(count));
   const tied = open.filter((s) => count(s) === fewest).sort((a, b) => a.host.localeCompare(b.host));
