@@ -288,6 +288,19 @@ async function allHealthy(hs: readonly WorkflowHandle[], what: string): Promise<
   });
 }
 
+/** The operator's delete, tried again (5 times at most) when Temporal did not answer in time. */
+async function deleteProxy(client: Client, name: string): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await requestProxyDelete(client, ENTRY, name);
+      return;
+    } catch (err) {
+      if (attempt >= 5) throw err;
+      await sleep(1_000);
+    }
+  }
+}
+
 interface ManualRow {
   load: number[];
   replaceS: number;
@@ -307,7 +320,7 @@ async function manualPhase(client: Client, serverPid: number, run: number): Prom
     const t0 = performance.now();
     fresh = await startProxies(client, newNames);
     await allHealthy(fresh, 'manual: the new proxies');
-    await batched(oldNames, (n) => requestProxyDelete(client, ENTRY, n));
+    await batched(oldNames, (n) => deleteProxy(client, n));
     let open = [...old];
     await everySecond('manual: the old proxies deleted', async () => {
       const ds = await batched(open, (h) => h.describe().catch(() => undefined));
