@@ -215,6 +215,10 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
     const lastStart = Math.max(...memberStarts);
     const startsPerS = memberStarts.length / ((lastStart - t0) / 1000);
 
+    console.log(
+      `    scale-up: all Healthy ${r((healthyAt - t0) / 1000)} s, all available ${r((availableAt - t0) / 1000)} s, ` +
+        `${r(startsPerS)} started/s, peak RSS worker ${r(scale.worker, 0)} server ${r(scale.server, 0)} MiB (load ${fmtLoad(loadavg())})`,
+    );
     // 2. At rest.
     await sleep(2_000);
     const ids = last.members.map((m) => proxyWorkflowId(ENTRY, m.name));
@@ -227,6 +231,7 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
     const p1 = (await h.describe()).historyLength;
     const hours = WINDOW_MS / 3_600_000;
 
+    console.log(`    at rest: ${r((m1 - m0) / N / hours)} events / member-hour, pool ${r((p1 - p0) / hours)} / hour`);
     // 3. Rollout of a new image key.
     const roll = new Peaks(serverPid);
     const r0 = performance.now();
