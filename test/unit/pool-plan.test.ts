@@ -175,6 +175,21 @@ describe('replacement', () => {
     }
   });
 
+  it('a member that reports the other role after it was told (it lost it) is told again', () => {
+    const sim = readyPool({ size: 2 });
+    const [m] = sim.discovery();
+    sim.advance(1_000);
+    const since = sim.now;
+    sim.play(m!, { serving: false });
+    const again = sim.actions('serve', since).filter((l) => l.action.kind === 'serve' && l.action.name === m);
+    assert.deepEqual(
+      again.map((l) => (l.action.kind === 'serve' ? l.action.serving : undefined)),
+      [true],
+      'told to serve once more',
+    );
+    sim.runUntil((s) => s.discovery().includes(m!), 'back in discovery');
+  });
+
   it('a Running member whose health stays Unknown does not make the reconciler wake in a loop', () => {
     const sim = readyPool({ size: 1 });
     const m = sim.discovery()[0]!;

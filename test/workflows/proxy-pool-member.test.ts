@@ -151,6 +151,32 @@ describe('a pool member', () => {
     },
   );
 
+  it('keeps the role the pool gave it while its health monitor ran, when the monitor returns', opts, async () => {
+    const f = new Fakes(e);
+    const started: WorkflowHandle[] = [];
+    await withWorker(
+      e,
+      f.activities(),
+      async (tq) => {
+        const m = await healthyMember(f, tq, started);
+        // The monitor is running (it started with serving false); the pool puts the member in discovery.
+        await m.handle.signal(memberServingSignal, { serving: true });
+        await statusWhen(m.handle, (s) => s.pool?.serving === true, 'serving');
+        // Probes fail until the monitor returns on the Healthy -> False transition.
+        f.probe = () => ({ ok: false, code: 'PROBE_FAILED', message: 'refused' });
+        let st = await status(m.handle);
+        for (let i = 0; i < 6 && st.conditions.Healthy.status !== 'False'; i++) {
+          st = await monitorStep(e, f, m.handle, `failing poll ${i + 1}`);
+        }
+        const after = await statusWhen(m.handle, (s) => s.conditions.Healthy.status === 'False', 'Unhealthy recorded');
+        assert.equal(after.pool?.serving, true, 'the serving role survived the monitor returning');
+        const rs = await reports(m.pool);
+        assert.equal(rs[rs.length - 1]!.serving, true, 'and the last report says so');
+      },
+      started,
+    );
+  });
+
   it(
     'is placed away from the hosts its pool avoids, and on the host with the fewest members of its pool, under maxPerHost',
     opts,

@@ -12,6 +12,8 @@ export interface MemberRecord {
   role: MemberRole;
   /** The serving value last sent to the member (it acknowledges through its report). */
   sentServing: boolean;
+  /** When it was sent (workflow time): a later report that disagrees means the member lost it. */
+  sentServingAtMs?: number;
   /** Role `leaving`: when it started, and whether it had served; when the member last acknowledged leaving discovery. */
   leavingSinceMs?: number;
   leftDiscoveryAtMs?: number;
@@ -158,4 +160,21 @@ export function seedOf(text: string): number {
   let h = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
   return h;
+}
+
+/**
+ * Whether `m` must be told `serving`: it was told otherwise, or (told so already) it reported the
+ * other value after it was told (a member that lost its role: it is told again).
+ */
+export function mustTell(m: MemberRecord, serving: boolean): boolean {
+  if (m.report === undefined) return false;
+  if (m.sentServing !== serving) return true;
+  const told = m.sentServingAtMs;
+  return told !== undefined && m.report.serving !== serving && Date.parse(m.report.at) > told;
+}
+
+/** Records that `m` is told `serving` now. */
+export function told(m: MemberRecord, serving: boolean, nowMs: number): void {
+  m.sentServing = serving;
+  m.sentServingAtMs = nowMs;
 }

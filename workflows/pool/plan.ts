@@ -4,7 +4,7 @@
 // its own; the workflow (index.ts) applies the actions. docs/pools.md states the rules in words.
 import type { MemberRole } from '../../contracts/pool.ts';
 import type { MemberRecord, PoolAction, PoolState, Plan } from './model.ts';
-import { ended, isAvailable, isReady, memberName } from './model.ts';
+import { ended, isAvailable, isReady, memberName, mustTell, told } from './model.ts';
 import { condemn, errorOf, recordFailure, scaleDownOrder, trackRollout, unhealthyDeadline } from './policies.ts';
 
 export type { MemberRecord, PoolAction, PoolState, Plan, RolloutState } from './model.ts';
@@ -121,9 +121,9 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
   // Tell members their role (spares and newcomers start out of discovery).
   for (const m of live()) {
     const serving = m.role === 'serving';
-    if (m.report !== undefined && m.sentServing !== serving) {
+    if (mustTell(m, serving)) {
       actions.push({ kind: 'serve', name: m.name, serving });
-      m.sentServing = serving;
+      told(m, serving, nowMs);
     }
     if (serving && m.report?.serving) m.hadServed = true;
   }
@@ -155,9 +155,9 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
 function drainLeavers(state: PoolState, nowMs: number, actions: PoolAction[], wake: (t?: number) => void): void {
   for (const m of state.members) {
     if (m.role !== 'leaving' || m.deleteSent) continue;
-    if (m.sentServing) {
+    if (m.sentServing || mustTell(m, false)) {
       actions.push({ kind: 'serve', name: m.name, serving: false });
-      m.sentServing = false;
+      told(m, false, nowMs);
     }
     const r = m.report;
     const inDiscovery = r !== undefined && r.serving && r.state === 'Running';

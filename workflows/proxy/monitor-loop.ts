@@ -68,7 +68,9 @@ export async function monitorLoop(run: ProxyRun, images: ImageWaiter, proxy: Res
       continue;
     }
     const { state } = got;
-    run.status = state.status;
+    // The monitor started from the status of its start: what the workflow's handlers changed
+    // since (a pool's serving signal) is the workflow's, not the monitor's.
+    run.status = run.status.pool === undefined ? state.status : { ...state.status, pool: run.status.pool };
     run.missedPolls = state.missedPolls;
     run.addressedOnce = state.addressedOnce;
     run.polls = state.polls;
