@@ -115,12 +115,12 @@ describe('user-data', () => {
     );
   });
 
-  it('enables the guest agent and enables and restarts squid, in that order', () => {
+  it('enables the guest agent and squid, and reloads squid only when it started before its config was written', () => {
     assert.deepEqual(doc.runcmd, [
       'systemctl enable qemu-guest-agent || true',
       'systemctl --no-block start qemu-guest-agent || true',
       'systemctl enable squid',
-      'systemctl reload-or-restart squid',
+      '[ /run/squid.pid -nt /etc/squid/squid.conf ] || systemctl reload-or-restart squid',
     ]);
   });
 
