@@ -47,6 +47,8 @@ export interface HostSurvey {
   cpuOvercommit?: number;
   /** At most this many of our proxies on the host (absent: no limit). */
   maxProxies?: number;
+  /** The host is cordoned (its maintenance workflow says so): placement never picks it. */
+  cordoned?: boolean;
   /** Why the host is unreachable: `code: message`. */
   error?: string;
 }

@@ -5,6 +5,15 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { GcResult, ProviderHealthResult } from './fleet.ts';
 import { FLEET_RESULT_QUERY } from './fleet.ts';
+import type { HostActionRequest, HostDrainNotice, HostStatus, ProxyMoveRequest } from './host.ts';
+import {
+  HOST_CORDON_UPDATE,
+  HOST_DRAIN_UPDATE,
+  HOST_STATUS_QUERY,
+  HOST_UNCORDON_UPDATE,
+  POOL_HOST_DRAIN_SIGNAL,
+  PROXY_MOVE_UPDATE,
+} from './host.ts';
 import type { ImageJoin, ImageProgressSignal, ImageResult, ImageStatus } from './image.ts';
 import {
   IMAGE_JOIN_SIGNAL,
@@ -36,6 +45,9 @@ export const proxyStatusQuery = defineQuery<ProxyStatus>(PROXY_STATUS_QUERY);
 export const proxyDeleteUpdate = defineUpdate<DeleteAccepted>(PROXY_DELETE_UPDATE);
 /** Resizes a Running proxy (restart included): returns the status with the new size. */
 export const proxyResizeUpdate = defineUpdate<ProxyStatus, [VmSize]>(PROXY_RESIZE_UPDATE);
+
+/** Moves a Running standalone proxy off its host (a drain): returns once the move is accepted. */
+export const proxyMoveUpdate = defineUpdate<ProxyStatus, [ProxyMoveRequest]>(PROXY_MOVE_UPDATE);
 
 /** From a pool to its member: whether the member is in discovery (`serving`). */
 export const memberServingSignal = defineSignal<[{ serving: boolean }]>(MEMBER_SERVING_SIGNAL);
@@ -77,3 +89,16 @@ export const imageProgressSignal = defineSignal<[ImageProgressSignal]>(IMAGE_PRO
 export const gcResultQuery = defineQuery<GcResult>(FLEET_RESULT_QUERY);
 /** The provider health survey's result so far. */
 export const healthResultQuery = defineQuery<ProviderHealthResult>(FLEET_RESULT_QUERY);
+
+// ---- a host's maintenance workflow (docs/hosts.md) ----------------------------------------------
+
+/** The host's maintenance status: phase, since, reason, the drain's progress. */
+export const hostStatusQuery = defineQuery<HostStatus>(HOST_STATUS_QUERY);
+/** Stops new placements on the host (idempotent). */
+export const hostCordonUpdate = defineUpdate<HostStatus, [HostActionRequest]>(HOST_CORDON_UPDATE);
+/** Cordons the host and moves its proxies elsewhere (idempotent; returns once the drain started). */
+export const hostDrainUpdate = defineUpdate<HostStatus, [HostActionRequest]>(HOST_DRAIN_UPDATE);
+/** Makes the host schedulable again; the workflow ends. */
+export const hostUncordonUpdate = defineUpdate<HostStatus, [HostActionRequest]>(HOST_UNCORDON_UPDATE);
+/** From a host workflow to a pool: move members off a draining host, or stop. */
+export const poolHostDrainSignal = defineSignal<[HostDrainNotice]>(POOL_HOST_DRAIN_SIGNAL);

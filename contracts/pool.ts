@@ -281,6 +281,11 @@ export interface MemberReport {
   serving: boolean;
   /** `code: message` of its last error. */
   lastError?: string;
+  /**
+   * RFC 3339 time since when the member's host has not answered (its VM could not be read for
+   * that reason); absent while it answers. The pool replaces it past `hostFailureGraceMs`.
+   */
+  hostUnreachableSince?: string;
   /** RFC 3339 workflow time of the report. */
   at: string;
 }

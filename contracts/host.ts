@@ -1,0 +1,75 @@
+// Contracts of a host's maintenance workflow (docs/hosts.md): cordon (no new placements), drain
+// (pool members replaced elsewhere within each pool's budget, standalone proxies moved, then the
+// host is empty) and uncordon. One workflow per host, ID `host/<entry>/<host>`, open while the host
+// is cordoned; placement reads its status, a host without one (or whose run ended) is schedulable.
+
+/** Workflow type of a host's maintenance workflow (its exported function name). */
+export const HOST_WORKFLOW_TYPE = 'hostWorkflow';
+export const HOST_STATUS_QUERY = 'status';
+export const HOST_CORDON_UPDATE = 'cordon';
+export const HOST_DRAIN_UPDATE = 'drain';
+export const HOST_UNCORDON_UPDATE = 'uncordon';
+/** From a host workflow to a pool: members on `host` must move (draining) or may stay (not). */
+export const POOL_HOST_DRAIN_SIGNAL = 'hostDrain';
+/** Moves a Running standalone proxy to another host (its VM recreated there). */
+export const PROXY_MOVE_UPDATE = 'move';
+
+export function hostWorkflowId(entry: string, host: string): string {
+  return `host/${entry}/${host}`;
+}
+
+/**
+ * `Schedulable`: no maintenance (also what a host without a workflow reads as). `Cordoned`: no new
+ * placements, proxies stay. `Draining`: cordoned, its proxies are moving. `Drained`: cordoned and
+ * none of our proxies left on it.
+ */
+export type HostPhase = 'Schedulable' | 'Cordoned' | 'Draining' | 'Drained';
+
+/** Body of cordon, drain and uncordon: why (shown in status, logs and the Web UI). */
+export interface HostActionRequest {
+  reason?: string;
+}
+
+/** One proxy a drain is moving off the host. */
+export interface DrainedProxy {
+  name: string;
+  /** `<entry>/<pool>` of a pool member; absent for a standalone proxy. */
+  pool?: string;
+  /** `asked`: its pool or its move was told; `gone`: no longer on the host. */
+  state: 'asked' | 'gone';
+  /** `code: message` when asking failed (tried again on the next pass). */
+  error?: string;
+}
+
+export interface HostDrain {
+  /** RFC 3339 workflow times. */
+  startedAt: string;
+  finishedAt?: string;
+  proxies: DrainedProxy[];
+  /** Proxies still on the host at the last pass. */
+  remaining: number;
+}
+
+export interface HostStatus {
+  entry: string;
+  host: string;
+  phase: HostPhase;
+  cordoned: boolean;
+  /** RFC 3339 time of the cordon (or drain) that made it unschedulable. */
+  since?: string;
+  reason?: string;
+  drain?: HostDrain;
+}
+
+/** From a host workflow to a pool (POOL_HOST_DRAIN_SIGNAL). */
+export interface HostDrainNotice {
+  host: string;
+  draining: boolean;
+}
+
+/** Body of a standalone proxy's move (PROXY_MOVE_UPDATE). */
+export interface ProxyMoveRequest {
+  /** Hosts the new VM must not go to (the drained host among them). */
+  avoidHosts: string[];
+  reason?: string;
+}
