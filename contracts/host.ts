@@ -73,3 +73,27 @@ export interface ProxyMoveRequest {
   avoidHosts: string[];
   reason?: string;
 }
+
+/**
+ * A host as the API shows it (`/v1/hosts`, the fleet page): its maintenance status beside the last
+ * provider-health survey and the count of our open proxy workflows on it.
+ */
+export interface HostView {
+  entry: string;
+  host: string;
+  phase: HostPhase;
+  cordoned: boolean;
+  since?: string;
+  reason?: string;
+  drain?: HostDrain;
+  /** From the last provider-health survey (absent before the first). */
+  reachable?: boolean;
+  surveyedAt?: string;
+  memoryTotalMiB?: number;
+  memoryFreeMiB?: number;
+  cpus?: number;
+  maxProxies?: number;
+  error?: string;
+  /** Open proxy workflows on the host (visibility: `ProxyHost`), pool members included. */
+  proxies: number;
+}
