@@ -204,4 +204,18 @@ export default tseslint.config(
     ...tseslint.configs.disableTypeChecked,
     languageOptions: { ...tseslint.configs.disableTypeChecked.languageOptions, globals: { process: 'readonly' } },
   },
+  {
+    // The fleet page's script (api/fleet-page.ts) runs in the browser as written: no build step.
+    files: ['api/fleet/**/*.js'],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: {
+      ...tseslint.configs.disableTypeChecked.languageOptions,
+      sourceType: 'script',
+      globals: Object.fromEntries(
+        ['window', 'document', 'sessionStorage', 'location', 'history', 'fetch', 'setTimeout', 'clearTimeout'].map(
+          (g) => [g, 'readonly'],
+        ),
+      ),
+    },
+  },
 );

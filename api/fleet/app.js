@@ -1,0 +1,2 @@
+/* The fleet page (api/fleet-page.ts). */
+"use strict";
