@@ -88,6 +88,39 @@ describe('hostLacks', () => {
   });
 });
 
+describe('pickHost and cordoned hosts', () => {
+  it('never picks a cordoned host, however empty and roomy it is', () => {
+    const survey = [sized('h1', { proxies: 0, cordoned: true }), sized('h2', { proxies: 7 })];
+    for (let i = 0; i < 50; i++) assert.equal(pickHost(survey, `p${i}`, VM).host, 'h2');
+  });
+
+  it('only cordoned hosts reachable: a capacity wait whose reason names the cordon', () => {
+    const pick = pickHost(
+      [sized('h1', { cordoned: true }), { entry: 'e1', host: 'h2', weight: 1, reachable: false, error: 'X: down' }],
+      'p',
+      VM,
+    );
+    assert.ok(pick.host === undefined && pick.capacity);
+    assert.equal(
+      pick.reason,
+      'every reachable host is cordoned; uncordon one or add a host (h1: cordoned; h2: unreachable)',
+    );
+  });
+
+  it('the uncordoned hosts lack room: the reason names what they lack and the cordoned ones', () => {
+    const pick = pickHost([sized('h1', { cordoned: true }), sized('h2', { proxies: 2, maxProxies: 2 })], 'p', VM);
+    assert.ok(pick.host === undefined && pick.capacity);
+    assert.equal(pick.reason, 'no host has room for a VM of 1024 MiB and 1 vCPUs (h2: 2 of 2 proxies; h1: cordoned)');
+  });
+
+  it('cordoned: false, or no flag (surveys before cordons), schedules as before', () => {
+    const survey = [sized('h1', { cordoned: false }), sized('h2')];
+    for (let i = 0; i < 50; i++) {
+      assert.deepEqual(pickHost(survey, `p${i}`, VM), pickHost([sized('h1'), sized('h2')], `p${i}`, VM));
+    }
+  });
+});
+
 describe('pickHost with capacity', () => {
   it('skips a host where the VM does not fit and spreads over the others as before', () => {
     const survey = [sized('h1', { memoryCommittedMiB: 7500 }), sized('h2'), sized('h3')];

@@ -1,13 +1,14 @@
 /**
  * Where a pool member may go (workflows/proxy/phases.ts memberSurvey): never an avoided host;
  * among reachable hosts with room for its VM, those with the fewest of its pool (in turn by
- * spreadSlot), under maxPerHost; a fuller host with room rather than a wait; a proxy outside a
- * pool sees every host.
+ * spreadSlot), under maxPerHost; never a cordoned host; a fuller host with room rather than a
+ * wait; a proxy outside a pool sees every host.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { HostSurvey } from '../../contracts/fleet.ts';
 import { memberSurvey } from '../../workflows/proxy/phases.ts';
+import { pickHost } from '../../workflows/proxy/placement.ts';
 import type { PoolMembership } from '../../workflows/proxy/state.ts';
 
 const GiB = 1024 ** 3;
@@ -56,6 +57,22 @@ describe('memberSurvey', () => {
     const tight = [host('h1', { memoryFreeMiB: 512 }), host('h2')];
     const got = memberSurvey(tight, input({ hostCounts: { h2: 3 } }), VM);
     assert.deepEqual(names(got), ['h2']);
+  });
+
+  it('a cordoned host is never preferred, even with the fewest of the pool', () => {
+    const cordon = [host('h1', { cordoned: true }), host('h2'), host('h3')];
+    const got = memberSurvey(cordon, input({ hostCounts: { h2: 2, h3: 3 } }), VM);
+    assert.deepEqual(names(got), ['h2']);
+    const slots = [0, 1, 2].map((spreadSlot) => names(memberSurvey(cordon, input({ hostCounts: {}, spreadSlot }), VM)));
+    assert.deepEqual(slots, [['h2'], ['h3'], ['h2']]);
+  });
+
+  it('only cordoned hosts open: the member waits, and the reason names the cordon', () => {
+    const cordon = [host('h1', { cordoned: true }), host('h2', { cordoned: true }), host('h3')];
+    const m = input({ avoidHosts: ['h3'], hostCounts: {} });
+    const pick = pickHost(memberSurvey(cordon, m, VM), m.name, VM);
+    assert.ok(pick.host === undefined);
+    assert.match(pick.reason, /cordoned.*h1: cordoned; h2: cordoned/);
   });
 
   it('every host at maxPerHost: none (the member waits for room)', () => {

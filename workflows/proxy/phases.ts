@@ -52,11 +52,12 @@ async function place(run: ProxyRun, r: ResolvedProxy): Promise<string> {
 }
 
 /**
- * The hosts a pool member may go to: never an avoided one; among the reachable others with room
- * for it (placement.ts hostLacks), those with
+ * The hosts a pool member may go to: never an avoided one; among the reachable, uncordoned others
+ * with room for it (placement.ts hostLacks), those with
  * the fewest of the pool's members (and under its maxPerHost), so members spread (members created
  * together take those hosts in turn, by their spreadSlot); all allowed
- * hosts when none is reachable (the wait for capacity says why). A proxy outside a pool: all.
+ * hosts when none is open (pickHost skips the cordoned and the wait for capacity says why). A
+ * proxy outside a pool: all.
  */
 export function memberSurvey(survey: HostSurvey[], input: ProxyWorkflowInput, vm?: VmNeed): HostSurvey[] {
   const pool = input.pool;
@@ -66,7 +67,10 @@ export function memberSurvey(survey: HostSurvey[], input: ProxyWorkflowInput, vm
   // Only hosts with room count as open: a member goes to a fuller host of the pool rather than wait.
   const open = allowed.filter(
     (s) =>
-      s.reachable && count(s) < (pool.maxPerHost ?? Infinity) && hostLacks(s, PLACEMENT_NEED_BYTES, vm).length === 0,
+      s.reachable &&
+      s.cordoned !== true &&
+      count(s) < (pool.maxPerHost ?? Infinity) &&
+      hostLacks(s, PLACEMENT_NEED_BYTES, vm).length === 0,
   );
   if (open.length === 0) return allowed.filter((s) => !s.reachable || count(s) < (pool.maxPerHost ?? Infinity));
   const fewest = Math.min(...open.map(count));

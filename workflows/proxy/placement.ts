@@ -57,12 +57,13 @@ export function hostLacks(s: HostSurvey, needBytes: number, vm?: VmNeed): string
 }
 
 /**
- * Picks a host for `proxy`: among reachable hosts where it fits ({@link hostLacks}: pool space,
+ * Picks a host for `proxy`: among reachable hosts that are not cordoned and where it fits ({@link hostLacks}: pool space,
  * `maxProxies`, memory and vCPUs within the host's overcommit, free memory for `vm`), the one
  * with the fewest of our proxies per unit of weight; ties go by weighted rendezvous hashing of
  * (proxy, host), so a burst of proxies that all saw the same counts spreads over the hosts in
  * proportion to their weights, and the same proxy always ties to the same host. Returns the
- * reason when none fits (no reachable host, or none with room: each host and what it lacks).
+ * reason when none fits (no reachable host, every one cordoned, or none with room: each host and
+ * what it lacks).
  */
 export function pickHost(
   survey: readonly HostSurvey[],
@@ -75,10 +76,20 @@ export function pickHost(
     const why = survey.map((s) => `${s.host}: ${s.error ?? 'unreachable'}`).join('; ');
     return { reason: `no reachable host (${why})`, capacity: false };
   }
-  const lacks = reachable.map((s) => ({ s, lacks: hostLacks(s, needBytes, vm) }));
+  // A cordoned host (its maintenance workflow, docs/hosts.md) takes no new proxy, room or not.
+  const cordoned = reachable.filter((s) => s.cordoned === true).map((s) => `${s.host}: cordoned`);
+  const open = reachable.filter((s) => s.cordoned !== true);
+  if (open.length === 0) {
+    const why = [...cordoned, ...survey.filter((s) => !s.reachable).map((s) => `${s.host}: unreachable`)].join('; ');
+    return { reason: `every reachable host is cordoned; uncordon one or add a host (${why})`, capacity: true };
+  }
+  const lacks = open.map((s) => ({ s, lacks: hostLacks(s, needBytes, vm) }));
   const fits = lacks.filter((l) => l.lacks.length === 0).map((l) => l.s);
   if (fits.length === 0) {
-    if (lacks.every((l) => l.lacks.length === 1 && (l.s.poolAvailableBytes ?? 0) < needBytes)) {
+    if (
+      cordoned.length === 0 &&
+      lacks.every((l) => l.lacks.length === 1 && (l.s.poolAvailableBytes ?? 0) < needBytes)
+    ) {
       // Only pool space is short: the reason placement has always given.
       const why = reachable.map((s) => `${s.host}: ${s.poolAvailableBytes ?? 0} bytes free`).join('; ');
       return { reason: `no host has ${needBytes} bytes free in its pool (${why})`, capacity: true };
@@ -86,6 +97,7 @@ export function pickHost(
     const what = vm === undefined ? 'a proxy' : `a VM of ${vm.memoryMiB} MiB and ${vm.vcpus} vCPUs`;
     const why = [
       ...lacks.map((l) => `${l.s.host}: ${l.lacks.join(', ')}`),
+      ...cordoned,
       ...survey.filter((s) => !s.reachable).map((s) => `${s.host}: unreachable`),
     ].join('; ');
     return { reason: `no host has room for ${what} (${why})`, capacity: true };
