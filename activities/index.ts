@@ -1,7 +1,11 @@
 // Every activity the worker registers, built around the worker's host registry and Temporal
 // client. Workflows import this module with `import type` only, for the activities' signatures.
 import type { Client } from '@temporalio/client';
+import { cordonedHosts } from '../client/hosts.ts';
+import type { HostSurvey } from '../contracts/fleet.ts';
 import { createFleetActivities } from './fleet.ts';
+import { mapped } from './errors.ts';
+import { createHostActivities } from './host.ts';
 import type { HostRegistry } from './hosts.ts';
 import type { WorkerMetrics } from './metrics.ts';
 import { createImageActivities } from './image.ts';
@@ -20,15 +24,39 @@ export interface ActivityDeps {
   metrics?: WorkerMetrics;
 }
 
+/**
+ * `surveyHosts` with each host's cordon from its maintenance workflow (client/hosts.ts), read at
+ * every call: the survey's cache holds the libvirt part only, so a cordon counts from the next
+ * placement on. A cordon that cannot be read fails the survey (retried), never reads as schedulable.
+ */
+export function withCordons(
+  survey: (input: { entry: string }) => Promise<HostSurvey[]>,
+  client: Client,
+): (input: { entry: string }) => Promise<HostSurvey[]> {
+  return async (input) => {
+    const hosts = await survey(input);
+    const cordoned = await mapped(() =>
+      cordonedHosts(
+        client,
+        input.entry,
+        hosts.map((h) => h.host),
+      ),
+    );
+    return hosts.map((h) => (cordoned.has(h.host) ? { ...h, cordoned: true } : h));
+  };
+}
+
 export function createActivities(deps: ActivityDeps) {
   const proxy = createProxyActivities(deps.registry, deps.metrics);
   return {
     smokeGreet,
     ...proxy,
+    surveyHosts: withCordons((input) => proxy.surveyHosts(input), deps.client),
     ...createMonitorActivities(proxy),
     ...createImageActivities(deps.registry, deps.client, deps.taskQueue, deps.metrics),
     ...createFleetActivities(deps.registry, deps.client),
     ...createPoolActivities(deps.client, deps.taskQueue),
+    ...createHostActivities(deps.registry, deps.client),
   };
 }
 

@@ -97,3 +97,46 @@ export interface HostView {
   /** Open proxy workflows on the host (visibility: `ProxyHost`), pool members included. */
   proxies: number;
 }
+
+/** Interval between a drain's passes (list the host's proxies, ask, count), in ms. */
+export const DEFAULT_DRAIN_POLL_MS = 10_000;
+/** Longest `reason` a cordon, drain or uncordon takes, in characters. */
+export const MAX_HOST_REASON_LENGTH = 500;
+
+/** What a host workflow carries across continue-as-new. */
+export interface HostCarried {
+  phase: HostPhase;
+  cordoned: boolean;
+  since?: string;
+  reason?: string;
+  drain?: HostDrain;
+  /** Pools (`<entry>/<pool>`) told the host drains: true once the signal went through. */
+  poolsTold: Record<string, boolean>;
+  /** The host was found in the providers file (checked once per workflow). */
+  known: boolean;
+}
+
+/** Input of the host workflow (client/hosts.ts starts it with `{ entry, host }`). */
+export interface HostWorkflowInput {
+  entry: string;
+  host: string;
+  /** Interval between drain passes, in ms (default DEFAULT_DRAIN_POLL_MS). */
+  drainPollMs?: number;
+  carried?: HostCarried;
+}
+
+/** A proxy found on a host by a drain pass: an open workflow (visibility), or a marked domain without one. */
+export interface HostProxy {
+  name: string;
+  /** `<entry>/<pool>` of a pool member. */
+  pool?: string;
+  /** A marked domain on the host with no open proxy workflow listed there (the orphan GC's to delete). */
+  orphan?: boolean;
+}
+
+/** One drain pass's listing of a host. */
+export interface HostProxyListing {
+  proxies: HostProxy[];
+  /** Why the host's own domains could not be listed (`code: message`); visibility alone then. */
+  hostError?: string;
+}

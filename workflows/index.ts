@@ -7,3 +7,4 @@ export { orphanGcWorkflow, providerHealthWorkflow } from './fleet.ts';
 export { warmImageWorkflow } from './warm.ts';
 export { catalogWorkflow } from './catalog.ts';
 export { poolWorkflow } from './pool/index.ts';
+export { hostWorkflow } from './host.ts';

@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { it } from 'node:test';
 import { CATALOG_WORKFLOW_TYPE } from '../../contracts/catalog.ts';
 import { GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
+import { HOST_WORKFLOW_TYPE } from '../../contracts/host.ts';
 import { IMAGE_WORKFLOW_TYPE } from '../../contracts/image.ts';
 import { POOL_WORKFLOW_TYPE } from '../../contracts/pool.ts';
 import { PROXY_WORKFLOW_TYPE } from '../../contracts/proxy.ts';
@@ -24,6 +25,7 @@ it('each workflow type name is the name of the exported workflow function', () =
     [HEALTH_WORKFLOW_TYPE, workflows.providerHealthWorkflow],
     [CATALOG_WORKFLOW_TYPE, workflows.catalogWorkflow],
     [POOL_WORKFLOW_TYPE, workflows.poolWorkflow],
+    [HOST_WORKFLOW_TYPE, workflows.hostWorkflow],
   ];
   for (const [type, fn] of pairs) assert.equal(fn.name, type);
 });
@@ -38,6 +40,7 @@ it('every exported workflow has a type-name constant', () => {
     HEALTH_WORKFLOW_TYPE,
     CATALOG_WORKFLOW_TYPE,
     POOL_WORKFLOW_TYPE,
+    HOST_WORKFLOW_TYPE,
   ]);
   assert.deepEqual(Object.keys(workflows).sort(), [...named].sort());
 });

@@ -1,0 +1,235 @@
+// A host's maintenance workflow (docs/hosts.md), ID `host/<entry>/<host>`: open only while the
+// host is cordoned. Cordon stops new placements (placement's survey reads the workflow); drain
+// also moves the host's proxies off it: each pool with members there is told once
+// (`poolHostDrainSignal`, the pool replaces them within its budget), each standalone proxy is asked
+// to move (`proxyMoveUpdate`; a refusal is recorded and asked again next pass), and a pass every
+// `drainPollMs` counts what is left until nothing is: Drained. Uncordon tells those pools the drain
+// is over and the workflow ends. At rest (Cordoned or Drained) it waits on a condition with no
+// timer: no events until the next operator action.
+import {
+  allHandlersFinished,
+  ApplicationFailure,
+  condition,
+  continueAsNew,
+  log,
+  proxyActivities,
+  setHandler,
+  upsertMemo,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities/index.ts';
+import { DEFAULT_DRAIN_POLL_MS, MAX_HOST_REASON_LENGTH } from '../contracts/host.ts';
+import type {
+  DrainedProxy,
+  HostActionRequest,
+  HostCarried,
+  HostProxy,
+  HostStatus,
+  HostWorkflowInput,
+} from '../contracts/host.ts';
+import { hostCordonUpdate, hostDrainUpdate, hostStatusQuery, hostUncordonUpdate } from '../contracts/messages.ts';
+import { failureInfo } from './failures.ts';
+import { QUICK_ACTIVITY } from './activity-options.ts';
+import { quick } from './stubs.ts';
+
+/** The listing reads visibility and the host's domains (each under the entry's rpcMs): a minute per attempt. */
+const listing = proxyActivities<Activities>({ ...QUICK_ACTIVITY, startToCloseTimeout: '1 minute' });
+
+const now = (): string => new Date().toISOString();
+
+/** A validator's check of an action's body: what cannot be accepted is refused before the history. */
+function validRequest(what: string, req: HostActionRequest | undefined): void {
+  if (req === undefined || req === null) return;
+  if (typeof req !== 'object' || Array.isArray(req))
+    throw new Error(`${what}: the body must be an object like {"reason": "..."}`);
+  const extra = Object.keys(req).filter((k) => k !== 'reason');
+  if (extra.length > 0) throw new Error(`${what}: unknown field ${extra[0]} (only reason is accepted)`);
+  if (req.reason !== undefined && typeof req.reason !== 'string') throw new Error(`${what}: reason must be a string`);
+  if ((req.reason ?? '').length > MAX_HOST_REASON_LENGTH)
+    throw new Error(`${what}: reason is longer than ${MAX_HOST_REASON_LENGTH} characters; shorten it`);
+}
+
+export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus> {
+  const { entry, host } = input;
+  const pollMs = input.drainPollMs ?? DEFAULT_DRAIN_POLL_MS;
+  const s: HostCarried = input.carried ?? { phase: 'Schedulable', cordoned: false, poolsTold: {}, known: false };
+
+  const status = (): HostStatus => {
+    const out: HostStatus = { entry, host, phase: s.phase, cordoned: s.cordoned };
+    if (s.since !== undefined) out.since = s.since;
+    if (s.reason !== undefined) out.reason = s.reason;
+    if (s.drain !== undefined) out.drain = structuredClone(s.drain);
+    return out;
+  };
+  const publish = (): void => upsertMemo({ cordoned: s.cordoned, phase: s.phase });
+
+  /** The host is in the worker's providers file (once per workflow); an unknown one fails the update. */
+  const checkKnown = async (): Promise<void> => {
+    if (s.known) return;
+    try {
+      await quick.checkMaintenanceHost({ entry, host });
+    } catch (err) {
+      const f = failureInfo(err);
+      throw ApplicationFailure.create({ type: f.code, message: f.message, nonRetryable: true });
+    }
+    s.known = true;
+  };
+
+  const cordon = (req: HostActionRequest | undefined): void => {
+    if (s.cordoned) return;
+    s.cordoned = true;
+    s.phase = 'Cordoned';
+    s.since = now();
+    if (req?.reason !== undefined) s.reason = req.reason;
+    else delete s.reason;
+    delete s.drain;
+  };
+
+  setHandler(hostStatusQuery, status);
+  setHandler(
+    hostCordonUpdate,
+    async (req) => {
+      await checkKnown();
+      cordon(req);
+      publish();
+      return status();
+    },
+    { validator: (req: HostActionRequest) => validRequest('cordon', req) },
+  );
+  setHandler(
+    hostDrainUpdate,
+    async (req) => {
+      await checkKnown();
+      cordon(req);
+      if (s.phase === 'Cordoned') {
+        s.phase = 'Draining';
+        s.drain = { startedAt: now(), proxies: [], remaining: 0 };
+        if (req?.reason !== undefined) s.reason = req.reason;
+        log.info('host drain started', { entry, host, reason: s.reason });
+      }
+      publish();
+      return status();
+    },
+    { validator: (req: HostActionRequest) => validRequest('drain', req) },
+  );
+  setHandler(
+    hostUncordonUpdate,
+    async () => {
+      if (s.cordoned) {
+        s.cordoned = false;
+        s.phase = 'Schedulable';
+        delete s.since;
+        delete s.reason;
+        delete s.drain;
+        publish();
+        log.info('host uncordoned', { entry, host });
+      }
+      // The main loop tells the pools the drain is over; a cordon meanwhile keeps it cordoned.
+      await condition(() => Object.keys(s.poolsTold).length === 0 || s.cordoned);
+      return status();
+    },
+    { validator: (req: HostActionRequest) => validRequest('uncordon', req) },
+  );
+
+  /** Tells every pool told of the drain that it is over (one that cannot be told is logged and dropped). */
+  const release = async (): Promise<void> => {
+    for (const pool of Object.keys(s.poolsTold)) {
+      try {
+        await quick.signalPoolHostDrain({ pool, host, draining: false });
+      } catch (err) {
+        log.warn('a pool could not be told the host drain is over', { entry, host, pool, error: failureInfo(err) });
+      }
+      delete s.poolsTold[pool];
+    }
+  };
+
+  const draining = (): boolean => s.phase === 'Draining' && s.cordoned;
+
+  /** One pass of the drain: list, ask, count; Drained when nothing is left. */
+  const drainPass = async (): Promise<void> => {
+    let found: HostProxy[];
+    try {
+      const r = await listing.listHostProxies({ entry, host });
+      found = r.proxies;
+      if (r.hostError !== undefined)
+        log.warn('host drain: the host did not answer', { entry, host, error: r.hostError });
+    } catch (err) {
+      log.warn('host drain: listing failed; next pass', { entry, host, error: failureInfo(err) });
+      return;
+    }
+    const drain = s.drain;
+    if (!draining() || drain === undefined) return;
+    const byName = new Map(drain.proxies.map((p) => [p.name, p]));
+    const failedPools = new Map<string, string>();
+    for (const p of found) {
+      if (!draining()) return;
+      let rec = byName.get(p.name);
+      if (rec === undefined || rec.state === 'gone') {
+        rec = { name: p.name, state: 'asked', ...(p.pool === undefined ? {} : { pool: p.pool }) };
+        byName.set(p.name, rec);
+      }
+      const entryRec: DrainedProxy = rec;
+      if (p.orphan) {
+        entryRec.error = 'no open workflow: the orphan GC deletes this VM';
+      } else if (p.pool !== undefined) {
+        const pool = p.pool;
+        if (s.poolsTold[pool] !== true && !failedPools.has(pool)) {
+          s.poolsTold[pool] = false; // told or not, uncordon tells it the drain is over
+          try {
+            await quick.signalPoolHostDrain({ pool, host, draining: true });
+            s.poolsTold[pool] = true;
+          } catch (err) {
+            const f = failureInfo(err);
+            failedPools.set(pool, `${f.code}: ${f.message}`);
+          }
+        }
+        if (failedPools.has(pool)) entryRec.error = failedPools.get(pool)!;
+        else delete entryRec.error;
+      } else if (rec.error !== undefined || !drain.proxies.includes(rec)) {
+        try {
+          const r = await quick.moveProxyOffHost({ entry, name: p.name, avoidHosts: [host], reason: s.reason });
+          if (r.kind === 'refused') entryRec.error = r.message;
+          else delete entryRec.error;
+        } catch (err) {
+          const f = failureInfo(err);
+          entryRec.error = `${f.code}: ${f.message}`;
+        }
+      }
+    }
+    if (!draining()) return;
+    const here = new Set(found.map((p) => p.name));
+    for (const rec of byName.values()) if (!here.has(rec.name)) rec.state = 'gone';
+    drain.proxies = [...byName.values()];
+    drain.remaining = here.size;
+    if (here.size === 0) {
+      s.phase = 'Drained';
+      drain.finishedAt = now();
+      publish();
+      log.info('host drained', { entry, host, proxies: drain.proxies.length });
+    }
+  };
+
+  for (;;) {
+    // At rest (Cordoned, Drained): no timer; only an update (or a suggested continue-as-new) wakes it.
+    await condition(
+      () =>
+        draining() ||
+        (!s.cordoned && (Object.keys(s.poolsTold).length > 0 || allHandlersFinished())) ||
+        (workflowInfo().continueAsNewSuggested && allHandlersFinished()),
+    );
+    if (!s.cordoned) {
+      // Schedulable, every pool told and no update in flight: the host costs nothing from here on.
+      if (Object.keys(s.poolsTold).length === 0) return status();
+      await release();
+      continue;
+    }
+    if (draining()) {
+      await drainPass();
+      if (draining()) await condition(() => !draining(), pollMs);
+    }
+    if (workflowInfo().continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      await continueAsNew<typeof hostWorkflow>({ ...input, carried: s });
+    }
+  }
+}
