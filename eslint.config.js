@@ -212,9 +212,9 @@ export default tseslint.config(
       ...tseslint.configs.disableTypeChecked.languageOptions,
       sourceType: 'script',
       globals: Object.fromEntries(
-        ['window', 'document', 'sessionStorage', 'location', 'history', 'fetch', 'setTimeout', 'clearTimeout'].map(
-          (g) => [g, 'readonly'],
-        ),
+        ['document', 'sessionStorage', 'location', 'history', 'fetch', 'setTimeout', 'clearTimeout']
+          .concat(['AbortController', 'URLSearchParams'])
+          .map((g) => [g, 'readonly']),
       ),
     },
   },
