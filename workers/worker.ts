@@ -3,6 +3,7 @@
 //   node workers/worker.ts [--providers FILE] [--task-queue NAME] [--max-activities N]
 //                          [--max-workflow-tasks N] [--shutdown-grace-ms MS] [--no-schedules]
 //                          [--workflow-bundle-cache DIR|off] [--metrics-listen HOST:PORT]
+//                          [--allow-removed-hosts]
 //
 // Environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE (defaults in
 // client/connection.ts: 127.0.0.1:7233, `default`, `egress-proxies`), EP_PROVIDERS_FILE (default .data/providers.yaml),
@@ -35,6 +36,9 @@ Options:
   --max-workflow-tasks N    workflow tasks run at once (default 40)
   --shutdown-grace-ms MS    on SIGTERM, how long activities in flight may finish (default 10000)
   --no-schedules            do not create or update the orphan-GC and provider-health schedules
+  --allow-removed-hosts     start even when open proxies of this task queue live on a host (or
+                            entry) the providers file no longer has; without it the worker refuses
+                            and names them (drain the host first: docs/operator-guide.md)
   --workflow-bundle-cache DIR|off  where the workflow bundle is kept between starts, keyed by a
                             hash of the workflow code (default $EP_WORKFLOW_BUNDLE_CACHE or
                             ~/.cache/egress-proxies/workflow-bundles; off: webpack at every start)
@@ -46,7 +50,7 @@ ${TEMPORAL_CONNECTION_HELP}
 
 Environment: TEMPORAL_ADDRESS (${DEFAULT_TEMPORAL_ADDRESS}), TEMPORAL_NAMESPACE (${DEFAULT_TEMPORAL_NAMESPACE}), LOG_LEVEL (info).
 Exit codes: 0 stopped by a signal, 1 Temporal unreachable or the worker failed, 2 bad options or
-providers file.`;
+providers file (a host removed while proxies live on it included).`;
 
 const settings = orExit(() => temporalSettingsFromOptions({}));
 const { values } = parseArgsOrExit(
@@ -58,6 +62,7 @@ const { values } = parseArgsOrExit(
       'max-workflow-tasks': { type: 'string', default: '40' },
       'shutdown-grace-ms': { type: 'string', default: '10000' },
       'no-schedules': { type: 'boolean', default: false },
+      'allow-removed-hosts': { type: 'boolean', default: false },
       'metrics-listen': { type: 'string', default: process.env['EP_WORKER_METRICS_LISTEN'] },
       'workflow-bundle-cache': {
         type: 'string',
@@ -103,6 +108,7 @@ const [
   { setupTracing },
   { loadWorkflowBundle },
   { catalogOf, startCatalogPublisher },
+  { findStrandedProxies, HostRemovedError },
 ] = await Promise.all([
   import('../client/connection.ts'),
   import('../client/connect-diagnosis.ts'),
@@ -120,6 +126,7 @@ const [
   import('../runtime/telemetry.ts'),
   import('../runtime/workflow-bundle.ts'),
   import('../runtime/catalog.ts'),
+  import('../client/host-removal.ts'),
 ]);
 
 /** The workflow bundle's entry; runtime/workflow-bundle.ts bundles it (or finds it bundled). */
@@ -185,6 +192,17 @@ try {
       'search attributes not checked (operator calls refused); register them as docs/temporal.md says',
     );
   }
+  // Before anything runs a proxy: none of this task queue's open proxies may sit on a host the
+  // file lost (their calls to it would fail for ever); the operator drains first.
+  const configured = config.providers.map((p) => ({ entry: p.name, hosts: p.hosts.map((h) => h.name) }));
+  const check = await findStrandedProxies(client, taskQueue, configured);
+  if (check.partial)
+    log.warn({ read: check.read }, 'host-removal check: more open proxies than it reads; the rest not compared');
+  if (check.stranded.length > 0) {
+    const err = new HostRemovedError(check.stranded, values.providers);
+    if (!values['allow-removed-hosts']) throw err;
+    log.warn({ stranded: check.stranded }, `${err.message} (started anyway: --allow-removed-hosts)`);
+  }
   if (!values['no-schedules']) await ensureSchedules(client, config, taskQueue);
   // What the API validates requests against (docs/api.md, "Catalog"): published before polling.
   catalogPublisher = await startCatalogPublisher(
@@ -234,8 +252,13 @@ try {
   await worker.run(); // resolves after a shutdown signal, once in-flight tasks are done
   log.info('worker stopped');
 } catch (err) {
-  log.fatal({ err }, 'worker failed');
-  process.exitCode = 1;
+  if (err instanceof HostRemovedError) {
+    log.fatal({ code: err.code, file: values.providers, stranded: err.stranded }, err.message);
+    process.exitCode = 2;
+  } else {
+    log.fatal({ err }, 'worker failed');
+    process.exitCode = 1;
+  }
 } finally {
   await catalogPublisher?.stop();
   metricsServer?.close();
