@@ -1,0 +1,372 @@
+/**
+ * The fleet page seen by a real browser (Debian's chromium, headless) over the real API, the dev
+ * server and a real worker: two pools on one namespaced test host, `web` of size 1 (its member's
+ * VM boots an empty qcow2 from a loopback mirror: placed and Running, never Healthy) and `idle` of
+ * size 0. The page, given a read token in its address's fragment, shows both pools with the counts
+ * the API answers, the member with its host and state, and the hosts (a row per host when the API
+ * serves /v1/hosts; "Hosts unavailable" when it answers 404); the token is not left in the page.
+ * A token the API refuses brings the token form back with the API's reason. A screenshot is kept
+ * at .data/artifacts/fleet-page-<entry>.png for a person to look at.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, describe, it } from 'node:test';
+import type { Client } from '@temporalio/client';
+import type { FastifyInstance } from 'fastify';
+import type { NativeConnection } from '@temporalio/worker';
+import { TokenAuth } from '../../api/auth.ts';
+import { registerFleetPage } from '../../api/fleet-page.ts';
+import { buildApi } from '../../api/server.ts';
+import { TemporalUnavailableError } from '../../client/errors.ts';
+import type { HostView } from '../../contracts/host.ts';
+import type { PoolStatus } from '../../contracts/pool.ts';
+import { POOL_DELETE_UPDATE } from '../../contracts/pool.ts';
+import { createLogger } from '../../lib/log/logger.ts';
+import { catalogOf, startCatalogPublisher } from '../../runtime/catalog.ts';
+import { http, startTestApi, writeTokens } from '../support/api.ts';
+import type { TestApi, TestTokens } from '../support/api.ts';
+import { FakePools, FakeStore, fakeMember } from '../support/fake-store.ts';
+import { fleetConfig, startFleetWorker } from '../support/fleet.ts';
+import type { RunningWorker } from '../support/fleet.ts';
+import { ImageMirror } from '../support/mirror.ts';
+import {
+  connectClient,
+  connectWorker,
+  installTestRuntime,
+  pollUntil,
+  PROJECT_ROOT,
+  uniqueId,
+} from '../support/temporal.ts';
+import { loadTestHosts } from '../support/testhosts.ts';
+import type { TestHost } from '../support/testhosts.ts';
+
+const pexec = promisify(execFile);
+const run = Date.now().toString(36);
+const ARTIFACTS = join(PROJECT_ROOT, '.data/artifacts');
+// The page refreshes every 5 s: 12 s of virtual time is two refreshes after the first load.
+const CHROMIUM = ['--headless', '--no-sandbox', '--disable-gpu', '--hide-scrollbars', '--virtual-time-budget=12000'];
+
+/** The text of an HTML fragment: tags dropped, the five entities chromium writes decoded. */
+function text(html: string): string {
+  return html
+    .replace(/<[^>]*>/g, ' ')
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&quot;/g, '"')
+    .replace(/&#39;/g, "'")
+    .replace(/&amp;/g, '&')
+    .replace(/\s+/g, ' ')
+    .trim();
+}
+
+/** The cells (as text) of the table row whose row header is `name`, or undefined. */
+function row(html: string, name: string): string[] | undefined {
+  for (const tr of html.matchAll(/<tr>([\s\S]*?)<\/tr>/g)) {
+    const cells = [...tr[1]!.matchAll(/<t([hd])\b[^>]*>([\s\S]*?)<\/t\1>/g)].map((c) => text(c[2]!));
+    if (cells[0] === name) return cells;
+  }
+  return undefined;
+}
+
+/** The part of the page inside `<section id="...">` (its nested sections included). */
+function section(html: string, id: string): string {
+  const start = html.indexOf(`<section id="${id}"`);
+  assert.ok(start >= 0, `the page has a section #${id}: ${html.slice(0, 2000)}`);
+  const tags = /<(\/?)section\b/g;
+  tags.lastIndex = start + 1;
+  let depth = 1;
+  for (let m = tags.exec(html); m !== null; m = tags.exec(html)) {
+    depth += m[1] === '/' ? -1 : 1;
+    if (depth === 0) return html.slice(start, m.index);
+  }
+  assert.fail(`section #${id} is not closed`);
+}
+
+/** Runs headless chromium with a profile of its own (a shared one hands off to a running instance). */
+async function chromium(...args: string[]): Promise<{ stdout: string; stderr: string }> {
+  const profile = await mkdtemp(join(tmpdir(), 'ep-fleet-chromium-'));
+  try {
+    return await pexec('chromium', [...CHROMIUM, `--user-data-dir=${profile}`, ...args], {
+      timeout: 90_000,
+      maxBuffer: 32 * 1024 * 1024,
+    });
+  } finally {
+    await rm(profile, { recursive: true, force: true });
+  }
+}
+
+/** The page's address with the token in its fragment (never sent to the server). */
+function fleetUrl(base: string, token: string): string {
+  return `${base}/fleet#token=${encodeURIComponent(token)}`;
+}
+
+describe('the fleet page in headless chromium (real API, dev server, a real worker)', { timeout: 360_000 }, () => {
+  let client: Client;
+  let connection: NativeConnection;
+  let mirror: ImageMirror;
+  let tmp: string;
+  let tokens: TestTokens;
+  let worker: RunningWorker | undefined;
+  let catalog: { stop(): Promise<void> } | undefined;
+  let api: TestApi;
+  const entry = `fp${run}`;
+  const taskQueue = uniqueId('fleet-page');
+  let host: TestHost;
+  const call = (method: string, p: string, body?: unknown) =>
+    http(api.url, method, p, { token: tokens.admin, ...(body === undefined ? {} : { body }) });
+
+  const page = (token: string): string => fleetUrl(api.url, token);
+
+  before(async () => {
+    installTestRuntime();
+    host = loadTestHosts()[0]!;
+    client = await connectClient();
+    connection = await connectWorker();
+    mirror = await ImageMirror.start();
+    tmp = await mkdtemp(join(tmpdir(), 'ep-fleet-page-'));
+    const file = join(tmp, 'empty.qcow2');
+    await pexec('qemu-img', ['create', '-q', '-f', 'qcow2', file, '64M'], { timeout: 20_000 });
+    const url = mirror.serve(`/${entry}/empty.qcow2`, await readFile(file));
+    const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [host], images: { empty: { url } } });
+    worker = await startFleetWorker(connection, client, config, taskQueue);
+    catalog = await startCatalogPublisher(client, taskQueue, catalogOf(config), { info() {}, warn() {} });
+    tokens = await writeTokens(tmp);
+    api = await startTestApi(client, taskQueue, tokens, 10_000, (app) => {
+      // Until api/server.ts registers the page itself.
+      if (!app.hasRoute({ method: 'GET', url: '/fleet' })) registerFleetPage(app, {});
+    });
+  });
+
+  after(async () => {
+    if (api) {
+      for (const name of ['web', 'idle']) {
+        await call('DELETE', `/v1/pools/${entry}/${name}?wait=true&waitMs=120000`).catch(() => undefined);
+      }
+    }
+    // A pool left by a failed delete: its own delete, bounded; then ended.
+    if (client) {
+      for await (const wf of client.workflow.list({
+        query: `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`,
+      })) {
+        const h = client.workflow.getHandle(wf.workflowId);
+        await h.executeUpdate(POOL_DELETE_UPDATE).catch(() => undefined);
+        await h.terminate('fleet-page test over').catch(() => undefined);
+      }
+    }
+    await api?.close();
+    await catalog?.stop();
+    await worker?.stop();
+    await mirror?.close();
+    await connection?.close();
+    await client?.connection.close();
+    if (tmp) await rm(tmp, { recursive: true, force: true });
+  });
+
+  it('shows the pools with their counts, the member on its host and the hosts; a screenshot is kept', async () => {
+    for (const [name, size] of [
+      ['web', 1],
+      ['idle', 0],
+    ] as const) {
+      const created = await call('POST', '/v1/pools', { entry, name, size, template: { imageKey: 'empty' } });
+      assert.equal(created.status, 201, created.text);
+    }
+    // The member placed on the test host (its VM boots an empty disk: Running, never Healthy).
+    const st = await pollUntil(
+      async () => {
+        const r = await call('GET', `/v1/pools/${entry}/web`);
+        const s = r.body['status'] as PoolStatus | undefined;
+        const m = s?.members[0];
+        return m?.host !== undefined && m.state !== 'Starting' ? s : undefined;
+      },
+      { timeoutMs: 180_000, intervalMs: 1000, what: `a member of ${entry}/web placed on a host` },
+    );
+    const member = st.members[0]!;
+    assert.equal(member.host, host.name);
+    const hostsReply = await call('GET', '/v1/hosts');
+    assert.ok([200, 404].includes(hostsReply.status), hostsReply.text);
+    // Both pools listed (visibility is eventually consistent).
+    await pollUntil(
+      async () => {
+        const r = await call('GET', `/v1/pools?entry=${entry}`);
+        return (r.body['pools'] as unknown[] | undefined)?.length === 2 ? true : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 500, what: 'both pools in the list' },
+    );
+
+    const dom = (await chromium('--dump-dom', page(tokens.reader))).stdout;
+    assert.match(dom, /<body[^>]*data-state="ok"/, `the page loaded the fleet: ${text(dom).slice(0, 2000)}`);
+    assert.ok(!dom.includes(tokens.reader), 'the token is not in the page');
+    assert.match(text(section(dom, 'pools')), /Pools: 2/);
+    const pools = section(dom, 'pools');
+    // Pool, Phase, Desired, Healthy, Available, Updated, Spares, Rollout step, Revision, Members, Notes.
+    const web = row(pools, `${entry}/web`);
+    assert.ok(web, `a row for ${entry}/web: ${text(pools)}`);
+    assert.deepEqual([web[2], web[3], web[4], web[6], web[8], web[9]], ['1', '0', '0', '0', '1', '1'], web.join(' | '));
+    const idle = row(pools, `${entry}/idle`);
+    assert.ok(idle, `a row for ${entry}/idle: ${text(pools)}`);
+    assert.deepEqual([idle[2], idle[3], idle[9]], ['0', '0', '0'], idle.join(' | '));
+
+    // Member, Host, Role, State, Health, In discovery, Age, Exit address, Image, Last error.
+    const m = row(section(dom, 'members'), member.name);
+    assert.ok(m, `a row for member ${member.name}: ${text(section(dom, 'members'))}`);
+    assert.equal(m[1], host.name);
+    assert.notEqual(m[3], '');
+    assert.equal(m[5], 'no', 'never Healthy: not in discovery');
+    assert.match(m[6]!, /^\d+(s|m \d+s)$/, 'an age');
+    assert.equal(m[8], 'empty (rev 1)');
+
+    const hosts = section(dom, 'hosts');
+    if (hostsReply.status === 200) {
+      const views = hostsReply.body['hosts'] as HostView[];
+      const view = views.find((v) => v.entry === entry && v.host === host.name);
+      assert.ok(view, `GET /v1/hosts lists ${entry}/${host.name}: ${hostsReply.text}`);
+      const h = row(hosts, `${entry}/${host.name}`);
+      assert.ok(h, `a row for host ${entry}/${host.name}: ${text(hosts)}`);
+      // Host, Reachable, Cordoned, Free memory, CPUs, Proxies, Surveyed, Error.
+      assert.ok(view.cordoned ? h[2]!.startsWith(view.phase) : h[2] === 'no', h.join(' | '));
+      assert.match(h[5]!, /^\d+/);
+    } else {
+      assert.match(text(hosts), /Hosts unavailable: this API does not serve \/v1\/hosts/);
+    }
+
+    await mkdir(ARTIFACTS, { recursive: true });
+    const shot = join(ARTIFACTS, `fleet-page-${entry}.png`);
+    const out = await chromium('--window-size=1440,1000', `--screenshot=${shot}`, page(tokens.reader));
+    const written = await stat(shot).catch(() => undefined);
+    const said = out.stderr
+      .split('\n')
+      .filter((l) => !l.includes('dbus'))
+      .join('\n');
+    assert.ok(written && written.size > 10_000, `no screenshot at ${shot}: ${out.stdout}${said.slice(-3000)}`);
+  });
+
+  it('a token the API refuses brings back the token form with the reason, and no data', async () => {
+    const dom = (await chromium('--dump-dom', page('not-a-token-of-this-api'))).stdout;
+    assert.match(dom, /<body[^>]*data-state="token"/, text(dom).slice(0, 2000));
+    assert.match(dom, /<form id="token-form"/);
+    assert.match(text(dom), /The token was not accepted \(401 UNAUTHENTICATED: the bearer token is not one of/);
+    assert.ok(!dom.includes(`${entry}/web`), 'no pool shown');
+  });
+});
+
+/**
+ * The page's own behaviour where the real API cannot be made to answer it on demand: the API's
+ * routes over stand-in stores (test/support/fake-store.ts) and a stand-in GET /v1/hosts (where the
+ * API does not serve one). A value holding HTML is shown as text, a cordoned and an unreachable
+ * host as such, a later refresh shows changed counts, and while the API answers 503 the page says
+ * so and retries, then recovers.
+ */
+describe('the fleet page in headless chromium (the API over stand-in stores)', { timeout: 180_000 }, () => {
+  const READ = 'fleet-page-read-token-0123456789';
+  let app: FastifyInstance;
+  let base: string;
+  const pools = new FakePools();
+  let lists = 0;
+  /** listPools answers 503 for calls number < failUntil (1-based), then as the store says. */
+  let failUntil = 0;
+  const hostsServed: HostView[] = [
+    {
+      entry: 'lab',
+      host: 'hv1',
+      phase: 'Schedulable',
+      cordoned: false,
+      reachable: true,
+      memoryFreeMiB: 12_000,
+      memoryTotalMiB: 16_000,
+      cpus: 8,
+      proxies: 1,
+      maxProxies: 20,
+      surveyedAt: '2026-01-01T00:00:00.000Z',
+    },
+    { entry: 'lab', host: 'hv2', phase: 'Draining', cordoned: true, reason: 'kernel', reachable: false, proxies: 1 },
+  ];
+  const xss = '<img src=x onerror="document.title=1"> boom';
+
+  before(async () => {
+    const listPools = pools.listPools.bind(pools);
+    pools.listPools = (query, pageSize) => {
+      lists++;
+      const crawl = pools.pools.get('pool/lab/crawl');
+      if (crawl && lists > 1) crawl.status.healthy = 2;
+      if (lists < failUntil) return Promise.reject(new TemporalUnavailableError('stand-in: Temporal is down'));
+      return listPools(query, pageSize);
+    };
+    pools.add(
+      { entry: 'lab', name: 'crawl', size: 2, template: { imageKey: 'deb' } },
+      {
+        phase: 'Progressing',
+        healthy: 1,
+        available: 1,
+        updated: 1,
+        rollout: { revision: 2, startedAt: 'x', lastProgressAt: 'x', step: 'surging 1 of 2' },
+        members: [
+          fakeMember({ name: 'crawl-a1' }),
+          fakeMember({ name: 'crawl-b2', healthy: 'False', available: false, host: 'hv2', lastError: xss }),
+        ],
+      },
+    );
+    app = await buildApi({
+      store: new FakeStore(),
+      pools,
+      log: createLogger({ name: 'fleet-page-test', level: 'silent' }),
+      auth: new TokenAuth([{ token: READ, role: 'read' }]),
+      taskQueue: 'tq',
+    });
+    if (!app.hasRoute({ method: 'GET', url: '/fleet' })) registerFleetPage(app, {});
+    if (!app.hasRoute({ method: 'GET', url: '/v1/hosts' })) app.get('/v1/hosts', () => ({ hosts: hostsServed }));
+    base = await app.listen({ host: '127.0.0.1', port: 0 });
+  });
+  after(async () => {
+    await app?.close();
+  });
+
+  it('shows HTML in a value as text, the hosts as the API says, and a refresh picks up new counts', async () => {
+    lists = 0;
+    failUntil = 0;
+    const dom = (await chromium('--dump-dom', fleetUrl(base, READ))).stdout;
+    assert.match(dom, /<body[^>]*data-state="ok"/, text(dom).slice(0, 2000));
+    assert.ok(lists >= 2, `the page refreshed (${lists} lists)`);
+    const crawl = row(section(dom, 'pools'), 'lab/crawl');
+    assert.deepEqual(
+      crawl?.slice(1, 8),
+      ['Progressing', '2', '2', '1', '1', '0', 'surging 1 of 2'],
+      crawl?.join(' | '),
+    );
+    const b2 = row(section(dom, 'members'), 'crawl-b2');
+    assert.deepEqual(b2?.slice(1, 6), ['hv2', 'serving', 'Running', 'Unhealthy', 'no'], b2?.join(' | '));
+    assert.equal(b2?.[9], xss, 'the error as text');
+    assert.ok(!/<img/i.test(dom), 'no element made from a value');
+    const hosts = section(dom, 'hosts');
+    assert.deepEqual(row(hosts, 'lab/hv1'), [
+      'lab/hv1',
+      'yes',
+      'no',
+      '11.7 GiB of 15.6 GiB',
+      '8',
+      '1 of 20',
+      row(hosts, 'lab/hv1')?.[6],
+      '',
+    ]);
+    assert.deepEqual(row(hosts, 'lab/hv2')?.slice(0, 3), ['lab/hv2', 'no', 'Draining: kernel']);
+  });
+
+  it('while the API answers 503 the page says so and retries with backoff; then it recovers', async () => {
+    lists = 0;
+    failUntil = 1000;
+    const failing = (await chromium('--dump-dom', fleetUrl(base, READ))).stdout;
+    assert.match(failing, /<body[^>]*data-state="error"/, text(failing).slice(0, 2000));
+    assert.match(text(failing), /Refresh failed \(503 TEMPORAL_UNAVAILABLE: .*nothing loaded yet; retrying in \d+ s/);
+    // 12 s of virtual time: the first load, then retries 10 s apart (doubling) at most.
+    assert.ok(lists >= 1 && lists <= 3, `retries backed off (${lists} lists)`);
+
+    lists = 0;
+    failUntil = 2;
+    const recovered = (await chromium('--dump-dom', fleetUrl(base, READ))).stdout;
+    assert.match(recovered, /<body[^>]*data-state="ok"/, text(recovered).slice(0, 2000));
+    assert.ok(row(section(recovered, 'pools'), 'lab/crawl'), 'the pool shown after the retry');
+  });
+});
