@@ -1,7 +1,8 @@
-// Fleet and operations routes: provider health, discovery of healthy proxies, liveness,
-// readiness and Prometheus metrics.
+// Fleet and operations routes: provider health, discovery of healthy proxies (by pool with an
+// ETag and a bounded long-poll), liveness, readiness and Prometheus metrics.
 import { createHash } from 'node:crypto';
-import type { FastifyInstance } from 'fastify';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { FastifyInstance, FastifyReply } from 'fastify';
 import type { Registry } from 'prom-client';
 import { poolAddresses } from '../contracts/pool.ts';
 import type { PoolStatus } from '../contracts/pool.ts';
@@ -17,7 +18,12 @@ export interface OpsRoutesOptions {
   pools?: PoolStore;
   taskQueue: string;
   registry: Registry;
+  /** How often a held discovery request (`?wait=`) re-reads the pool, in ms (default 1000). */
+  discoveryRecheckMs?: number;
 }
+
+/** A held discovery request re-reads its pool this often by default: one status query a second. */
+export const DISCOVERY_RECHECK_MS = 1000;
 
 /** Discovery reads at most this many healthy proxies (pages of 1000). */
 const DISCOVERY_MAX = 10_000;
@@ -114,8 +120,52 @@ async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Prom
   return out;
 }
 
+/**
+ * Reads `read` until its ETag differs from `ifNoneMatch`, `waitMs` has passed, or `signal` fires
+ * (client gone, server closing): at most one read per `recheckMs`, so a held request costs one
+ * query a second however long it waits. Answers the last read; undefined once the pool is gone.
+ */
+export async function discoveryAfterWait(
+  read: () => Promise<PoolDiscovery | undefined>,
+  first: PoolDiscovery,
+  ifNoneMatch: string | undefined,
+  waitMs: number,
+  recheckMs: number,
+  signal: AbortSignal,
+): Promise<PoolDiscovery | undefined> {
+  const deadline = Date.now() + waitMs;
+  let last: PoolDiscovery | undefined = first;
+  while (last !== undefined && etagMatches(ifNoneMatch, last.etag) && !signal.aborted) {
+    const left = deadline - Date.now();
+    if (left <= 0) break;
+    try {
+      await sleep(Math.min(recheckMs, left), undefined, { signal });
+    } catch {
+      break; // aborted: answer what was last read
+    }
+    last = await read();
+  }
+  return last;
+}
+
+/** An AbortController that fires when the client of `reply` goes away before the answer. */
+function onClientGone(reply: FastifyReply): AbortController {
+  const ac = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) ac.abort();
+  });
+  return ac;
+}
+
 export function registerOpsRoutes(app: FastifyInstance, o: OpsRoutesOptions): void {
   const { store } = o;
+  const recheckMs = o.discoveryRecheckMs ?? DISCOVERY_RECHECK_MS;
+  // Held discovery requests: a closing server answers them at once instead of waiting them out.
+  const held = new Set<AbortController>();
+  app.addHook('preClose', (done) => {
+    for (const ac of held) ac.abort();
+    done();
+  });
 
   app.get('/v1/providers', { schema: routeSchemas.providers }, async () => {
     const view = await store.providerHealth();
@@ -129,23 +179,48 @@ export function registerOpsRoutes(app: FastifyInstance, o: OpsRoutesOptions): vo
     return view;
   });
 
-  app.get<{ Querystring: { entry?: string; pool?: string } }>(
+  app.get<{ Querystring: { entry?: string; pool?: string; wait?: number } }>(
     '/v1/discovery',
     { schema: routeSchemas.discovery },
     async (request, reply) => {
+      const { wait } = request.query;
       if (request.query.pool !== undefined) {
         const [entry = '', pool = ''] = request.query.pool.split('/');
         // Both filters hold: a pool of another entry is not in this one.
         const other = request.query.entry !== undefined && request.query.entry !== entry;
-        const st = o.pools === undefined || other ? undefined : await o.pools.poolStatus(entry, pool);
-        if (st === undefined) {
+        const read = async (): Promise<PoolDiscovery | undefined> => {
+          const st = o.pools === undefined || other ? undefined : await o.pools.poolStatus(entry, pool);
+          return st === undefined ? undefined : poolDiscovery(st);
+        };
+        const notFound = (): ApiError => {
           const where = other ? ` in entry ${request.query.entry}` : '';
-          throw new ApiError('NOT_FOUND', `no pool ${entry}/${pool}${where} (no workflow pool/${entry}/${pool})`);
+          return new ApiError('NOT_FOUND', `no pool ${entry}/${pool}${where} (no workflow pool/${entry}/${pool})`);
+        };
+        let found = await read();
+        if (found === undefined) throw notFound();
+        const ifNoneMatch = request.headers['if-none-match'];
+        if (wait !== undefined && wait > 0 && etagMatches(ifNoneMatch, found.etag)) {
+          const ac = onClientGone(reply);
+          held.add(ac);
+          try {
+            found = await discoveryAfterWait(read, found, ifNoneMatch, wait * 1000, recheckMs, ac.signal);
+          } finally {
+            held.delete(ac);
+          }
+          // Deleted while the request was held.
+          if (found === undefined) throw notFound();
         }
-        const { etag, ...body } = poolDiscovery(st);
+        const { etag, ...body } = found;
         void reply.header('etag', etag).header('cache-control', 'no-cache');
-        if (etagMatches(request.headers['if-none-match'], etag)) return reply.code(304).send();
+        if (etagMatches(ifNoneMatch, etag)) return reply.code(304).send();
         return body;
+      }
+      if (wait !== undefined) {
+        throw new ApiError(
+          'INVALID_FIELD',
+          `wait holds a request until its ETag changes, and only discovery by pool has one: add pool=<entry>/<pool> (and If-None-Match), or leave wait out`,
+          'wait',
+        );
       }
       const query = listQuery({ state: 'Running', healthy: true, entry: request.query.entry, openOnly: true });
       const listed: ProxySummary[] = [];

@@ -157,6 +157,9 @@ export const deleteQuerySchema = {
 /** `<entry>/<pool>`: two identifiers. */
 const POOL_REF_PATTERN = `^${IDENTIFIER_PATTERN.replace(/^\^|\$$/g, '')}/${IDENTIFIER_PATTERN.replace(/^\^|\$$/g, '')}$`;
 
+/** The longest a discovery request may be held (`?wait=`), in seconds: under common proxies' idle timeouts. */
+export const DISCOVERY_WAIT_MAX_SECONDS = 60;
+
 export const discoveryQuerySchema = {
   type: 'object',
   additionalProperties: false,
@@ -167,6 +170,14 @@ export const discoveryQuerySchema = {
       pattern: POOL_REF_PATTERN,
       maxLength: 2 * MAX_IDENTIFIER_LENGTH + 1,
       description: "<entry>/<pool>: that pool's members in discovery, with ready and desired counts and an ETag",
+    },
+    wait: {
+      type: 'integer',
+      minimum: 0,
+      maximum: DISCOVERY_WAIT_MAX_SECONDS,
+      description:
+        `with pool and If-None-Match: hold the request up to this many seconds (0-${DISCOVERY_WAIT_MAX_SECONDS}) ` +
+        'until the ETag differs (200) or the wait ends (304)',
     },
   },
 } as const;
@@ -331,7 +342,12 @@ export const routeSchemas = {
     querystring: discoveryQuerySchema,
     headers: {
       type: 'object',
-      properties: { 'if-none-match': { type: 'string', description: 'an ETag of an earlier ?pool= answer' } },
+      properties: {
+        'if-none-match': {
+          type: 'string',
+          description: 'an ETag of an earlier ?pool= answer (with wait: the long-poll)',
+        },
+      },
     },
     response: {
       200: {
@@ -359,7 +375,8 @@ export const routeSchemas = {
         },
       },
       304: {
-        description: 'with ?pool= and If-None-Match naming the current ETag: the list has not changed',
+        description:
+          'with ?pool= and If-None-Match naming the current ETag: the list has not changed (with wait: all the wait long)',
         type: 'null',
       },
       ...answers(400, 401, 404, 503),
