@@ -1,9 +1,12 @@
 // Prometheus metrics of the API (prom-client, a registry of its own): proxies by state counted in
-// Temporal's visibility store at scrape time, pools' counts from their memos, plus what the API measures itself (requests by
+// Temporal's visibility store at scrape time, pools' counts from their memos, hosts' figures from
+// the host store (the last survey, open maintenance workflows, proxies counted per host), plus what the API measures itself (requests by
 // route and status with their latency, Temporal calls that failed, process figures). The
 // worker-side figures (health probe latency, upload bytes, RPC latency by procedure, link deaths)
 // are served by each worker (`--metrics-listen`, activities/metrics.ts).
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import type { HostStore } from '../client/host-store.ts';
+import type { HostView } from '../contracts/host.ts';
 import type { PoolStore, PoolSummary } from '../client/pools.ts';
 import { poolListQuery } from '../client/pools.ts';
 import type { ProxyStore } from './store.ts';
@@ -25,7 +28,7 @@ const POOLS_MAX = 10_000;
 
 export function createMetrics(
   store: ProxyStore,
-  options: { scrapeTimeoutMs?: number; pools?: PoolStore } = {},
+  options: { scrapeTimeoutMs?: number; pools?: PoolStore; hosts?: HostStore } = {},
 ): ApiMetrics {
   const registry = new Registry();
   collectDefaultMetrics({ register: registry, prefix: 'egress_api_' });
@@ -76,6 +79,7 @@ export function createMetrics(
     },
   });
   if (options.pools !== undefined) poolGauges(registry, options.pools, timeoutMs, temporalErrors);
+  if (options.hosts !== undefined) hostGauges(registry, options.hosts, timeoutMs, temporalErrors);
   const requests = new Counter({
     name: 'egress_api_requests_total',
     help: 'HTTP requests answered, by method, route pattern and status code',
@@ -147,6 +151,55 @@ function poolGauges(registry: Registry, pools: PoolStore, timeoutMs: number, err
       },
     });
   }
+}
+
+/**
+ * Per-host figures from one host listing per scrape (the store's listHosts: the last survey, the
+ * open host workflows, a status query per cordoned host and a count of open proxies per host):
+ * open proxies, free memory and reachability from the survey (absent for a host never surveyed),
+ * and whether it is cordoned.
+ */
+function hostGauges(registry: Registry, hosts: HostStore, timeoutMs: number, errors: Counter<'operation'>): void {
+  let scrape: { at: number; result: Promise<HostView[] | undefined> } | undefined;
+  const listOnce = (): Promise<HostView[] | undefined> => {
+    if (scrape === undefined || Date.now() - scrape.at > 1_000) {
+      scrape = {
+        at: Date.now(),
+        result: withTimeout(hosts.listHosts(), timeoutMs).catch(() => {
+          errors.inc({ operation: 'hosts' });
+          return undefined;
+        }),
+      };
+    }
+    return scrape.result;
+  };
+  const gauge = (name: string, help: string, value: (h: HostView) => number | undefined): void => {
+    new Gauge({
+      name,
+      help,
+      labelNames: ['entry', 'host'] as const,
+      registers: [registry],
+      async collect() {
+        const list = await listOnce();
+        this.reset();
+        for (const h of list ?? []) {
+          const v = value(h);
+          if (v !== undefined) this.set({ entry: h.entry, host: h.host }, v);
+        }
+      },
+    });
+  };
+  const bool = (b: boolean | undefined): number | undefined => (b === undefined ? undefined : b ? 1 : 0);
+  gauge('egress_host_proxies', 'Open proxy workflows on a host (ProxyHost), pool members included', (h) => h.proxies);
+  gauge(
+    'egress_host_memory_free_bytes',
+    'Free memory of a host at the last provider-health survey (free + buffers + cache)',
+    (h) => (h.memoryFreeMiB === undefined ? undefined : h.memoryFreeMiB * 1_048_576),
+  );
+  gauge('egress_host_cordoned', '1 if a host is cordoned (no new placements), else 0', (h) => bool(h.cordoned));
+  gauge('egress_host_reachable', '1 if the last provider-health survey reached a host, else 0', (h) =>
+    bool(h.reachable),
+  );
 }
 
 interface Scrape {

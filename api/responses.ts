@@ -3,11 +3,14 @@
 // only: importing this file loads nothing.
 import type { PoolStatus } from '../contracts/pool.ts';
 import type { DeleteAccepted, ProxyOutcome, ProxyStatus } from '../contracts/proxy.ts';
+import type { GetHostResponse, HostActionResponse, ListHostsResponse } from './routes-hosts.ts';
 import type { WarmView } from './routes-images.ts';
 import type { DiscoveredProxy, PoolDiscovery } from './routes-ops.ts';
 import type { PoolSummary, ProxySummary } from './store.ts';
 
 export type { DiscoveredProxy, PoolStatus, PoolSummary, ProxySummary, WarmView };
+/** `GET /v1/hosts`, `GET /v1/hosts/{entry}/{host}`, `POST .../cordon|drain|uncordon` (api/routes-hosts.ts). */
+export type { GetHostResponse, HostActionResponse, ListHostsResponse };
 
 /** Every 4xx and 5xx (api/schemas.ts errorSchema). */
 export interface ErrorResponse {

@@ -11,13 +11,18 @@ import type { Logger } from 'pino';
 import type { TokenAuth } from './auth.ts';
 import type { Role } from './auth.ts';
 import { ApiError, handleError } from './errors.ts';
+import { registerFleetPage } from './fleet-page.ts';
+import type { FleetPageOptions } from './fleet-page.ts';
 import { createMetrics } from './metrics.ts';
 import { PageTokens } from './page-token.ts';
+import { registerHostRoutes } from './routes-hosts.ts';
+import { OPTIONAL_BODY_OPERATIONS } from './schemas-hosts.ts';
 import { registerOpsRoutes } from './routes-ops.ts';
 import { registerPoolRoutes } from './routes-pools.ts';
 import { registerProxyRoutes } from './routes-proxies.ts';
 import { registerImageRoutes } from './routes-images.ts';
 import type { ImageWarmer } from './routes-images.ts';
+import type { HostStore } from '../client/host-store.ts';
 import type { PoolStore, ProxyStore } from './store.ts';
 
 declare module 'fastify' {
@@ -37,6 +42,8 @@ export interface ApiOptions {
   store: ProxyStore;
   /** Pools (/v1/pools, discovery by pool); unset: those routes are not served. */
   pools?: PoolStore;
+  /** Hosts (/v1/hosts, the egress_host_* metrics); unset: those routes are not served. */
+  hosts?: HostStore;
   log: Logger;
   auth: TokenAuth | (() => TokenAuth);
   /** Task queue of the proxy workflows (and of the worker /readyz looks for). */
@@ -51,6 +58,8 @@ export interface ApiOptions {
   pageTokenSecret?: string;
   /** Writes (POST, PATCH, DELETE) one token may make per minute; 0: no limit. Default 120. */
   writesPerMinute?: number;
+  /** The fleet page at /fleet (api/fleet-page.ts; public, it holds no data). */
+  fleetPage?: FleetPageOptions;
 }
 
 /** Builds the API (routes registered, not listening). */
@@ -116,7 +125,10 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   };
   app.setNotFoundHandler(notFound);
 
-  const metrics = createMetrics(options.store, options.pools ? { pools: options.pools } : {});
+  const metrics = createMetrics(options.store, {
+    ...(options.pools ? { pools: options.pools } : {}),
+    ...(options.hosts ? { hosts: options.hosts } : {}),
+  });
   app.addHook('onRequest', (request, _reply, done) => {
     if (request.routeOptions.config.public === true) return done();
     try {
@@ -167,6 +179,19 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
       },
       components: { securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } } },
     },
+    // The plugin marks every body required; a route that takes none as `{}` says it is optional.
+    transformObject: (doc) => {
+      if (!('openapiObject' in doc)) return doc.swaggerObject;
+      const { openapiObject } = doc;
+      for (const ops of Object.values(openapiObject.paths ?? {})) {
+        for (const op of Object.values(ops as Record<string, { operationId?: string; requestBody?: object }>)) {
+          if (op.requestBody !== undefined && OPTIONAL_BODY_OPERATIONS.has(op.operationId ?? '')) {
+            op.requestBody = { ...op.requestBody, required: false };
+          }
+        }
+      }
+      return openapiObject;
+    },
   });
 
   const common = {
@@ -178,6 +203,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   };
   registerProxyRoutes(app, common);
   if (options.pools) registerPoolRoutes(app, { ...common, pools: options.pools });
+  if (options.hosts) registerHostRoutes(app, { hosts: options.hosts, taskQueue: options.taskQueue });
   registerOpsRoutes(app, {
     store: options.store,
     ...(options.pools ? { pools: options.pools } : {}),
@@ -186,6 +212,7 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   });
   if (options.warmer)
     registerImageRoutes(app, { warmer: options.warmer, taskQueue: options.taskQueue, store: options.store });
+  registerFleetPage(app, options.fleetPage);
   app.get('/openapi.json', { schema: { hide: true } }, () => app.swagger());
   return app;
 }

@@ -86,6 +86,7 @@ const [
   { temporalWarmer },
   { temporalStore },
   { temporalPoolStore },
+  { temporalHostStore },
   { createLogger, logLevelFromEnv },
 ] = await Promise.all([
   import('../client/connection.ts'),
@@ -94,6 +95,7 @@ const [
   import('../client/warm.ts'),
   import('../client/store.ts'),
   import('../client/pools.ts'),
+  import('../client/host-store.ts'),
   import('../lib/log/logger.ts'),
 ]);
 const log = createLogger({ name: 'api', level: logLevelFromEnv() });
@@ -119,9 +121,12 @@ const { address, namespace } = temporal;
 // Lazy: the API starts (and /readyz says why it is not ready) while Temporal is down.
 const client = await connectClient(temporal, { connectTimeoutMs: 5_000, lazy: true });
 const { connection } = client;
+const store = temporalStore(client);
 const app = await buildApi({
-  store: temporalStore(client),
+  store,
   pools: temporalPoolStore(client),
+  // The hosts the API knows come from the provider-health schedule's last survey (docs/api.md, "Hosts").
+  hosts: temporalHostStore(client, { survey: async () => (await store.providerHealth())?.result }),
   warmer: temporalWarmer(client),
   log,
   auth: () => auth,

@@ -4,6 +4,8 @@ import { TASK_QUEUE } from '../../contracts/task-queues.ts';
 import type { Command } from '../command.ts';
 import { dev } from './dev.ts';
 import { discovery } from './discovery.ts';
+import { hostCordon, hostDrain, hostUncordon } from './host-actions.ts';
+import { hostGet, hostList } from './host-get.ts';
 import { hostsCheck } from './hosts-check.ts';
 import { imageWarm } from './image-warm.ts';
 import { poolDelete, poolPause, poolResume, poolRollback, poolScale } from './pool-actions.ts';
@@ -38,6 +40,11 @@ export const COMMANDS: readonly Command[] = [
   poolRollback,
   poolDelete,
   poolWatch,
+  hostGet,
+  hostList,
+  hostCordon,
+  hostDrain,
+  hostUncordon,
   imageWarm,
   discovery,
   hostsCheck,
@@ -68,7 +75,7 @@ Exit codes: 0 ok, 1 failure (including 401/403 and a Failed proxy), 2 usage or b
 3 not found (404), 4 conflict or refused (409: another spec, a pool refusing an update), 5 API or
 Temporal unavailable (unreachable, 503).`;
 
-export const TOP_HELP = `egressctl: start, inspect and delete egress proxies and pools of them through the API
+export const TOP_HELP = `egressctl: start, inspect and delete egress proxies and pools of them, and maintain hosts, through the API
 
 Commands:
 ${COMMANDS.map((c) => `  ${c.usage}`).join('\n')}
