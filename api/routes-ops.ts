@@ -148,6 +148,25 @@ export async function discoveryAfterWait(
   return last;
 }
 
+/**
+ * `fn` shared by the callers of one key: a read in flight, or one that answered less than `freshMs`
+ * ago, is handed to the next caller instead of asking again, so many clients holding requests on
+ * one pool cost about one query per interval between them, not one each.
+ */
+function sharedReads<T>(freshMs: number): (key: string, fn: () => Promise<T>) => Promise<T> {
+  const recent = new Map<string, { at: number; value: Promise<T> }>();
+  return (key, fn) => {
+    const now = Date.now();
+    const hit = recent.get(key);
+    if (hit !== undefined && now - hit.at < freshMs) return hit.value;
+    for (const [k, v] of recent) if (now - v.at >= freshMs) recent.delete(k);
+    const value = fn();
+    recent.set(key, { at: now, value });
+    value.catch(() => recent.delete(key));
+    return value;
+  };
+}
+
 /** An AbortController that fires when the client of `reply` goes away before the answer. */
 function onClientGone(reply: FastifyReply): AbortController {
   const ac = new AbortController();
@@ -162,6 +181,8 @@ export function registerOpsRoutes(app: FastifyInstance, o: OpsRoutesOptions): vo
   const recheckMs = o.discoveryRecheckMs ?? DISCOVERY_RECHECK_MS;
   // Held discovery requests: a closing server answers them at once instead of waiting them out.
   const held = new Set<AbortController>();
+  // Re-reads of held requests, shared per pool for half an interval.
+  const shared = sharedReads<PoolStatus | undefined>(recheckMs / 2);
   app.addHook('preClose', (done) => {
     for (const ac of held) ac.abort();
     done();
@@ -188,8 +209,13 @@ export function registerOpsRoutes(app: FastifyInstance, o: OpsRoutesOptions): vo
         const [entry = '', pool = ''] = request.query.pool.split('/');
         // Both filters hold: a pool of another entry is not in this one.
         const other = request.query.entry !== undefined && request.query.entry !== entry;
-        const read = async (): Promise<PoolDiscovery | undefined> => {
-          const st = o.pools === undefined || other ? undefined : await o.pools.poolStatus(entry, pool);
+        const read = async (again = false): Promise<PoolDiscovery | undefined> => {
+          const pools = o.pools;
+          if (pools === undefined || other) return undefined;
+          // The first read is the request's own; a held request's re-reads are shared.
+          const st = await (again
+            ? shared(`${entry}/${pool}`, () => pools.poolStatus(entry, pool))
+            : pools.poolStatus(entry, pool));
           return st === undefined ? undefined : poolDiscovery(st);
         };
         const notFound = (): ApiError => {
@@ -203,7 +229,7 @@ export function registerOpsRoutes(app: FastifyInstance, o: OpsRoutesOptions): vo
           const ac = onClientGone(reply);
           held.add(ac);
           try {
-            found = await discoveryAfterWait(read, found, ifNoneMatch, wait * 1000, recheckMs, ac.signal);
+            found = await discoveryAfterWait(() => read(true), found, ifNoneMatch, wait * 1000, recheckMs, ac.signal);
           } finally {
             held.delete(ac);
           }

@@ -3,7 +3,7 @@
  * held while the ETag is the one the client has, re-reading the pool about once a second, and
  * answers 200 with the new list as soon as a read differs, 304 when the wait ends, 404 when the
  * pool goes away; a client that disconnects stops the re-reads; a closing server answers held
- * requests at once. A bad wait is a 400 naming `wait`.
+ * requests at once; requests held on one pool share their re-reads. A bad wait is a 400 naming `wait`.
  */
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
@@ -92,6 +92,17 @@ describe('discovery by pool: the long-poll', () => {
     const res = await within(get('&wait=2', { 'if-none-match': etag }), 20_000, 'the held request');
     assert.deepEqual([res.statusCode, res.body, res.headers['etag']], [304, '', etag]);
     assert.ok(pools.reads >= 2 && pools.reads <= 4, `${pools.reads} reads in a 2 s wait`);
+  });
+
+  it('requests held on one pool share their re-reads', async () => {
+    const held = (): ReturnType<typeof get> => get('&wait=2', { 'if-none-match': etag });
+    const answers = await within(Promise.all([held(), held(), held()]), 20_000, 'the held requests');
+    assert.deepEqual(
+      answers.map((r) => r.statusCode),
+      [304, 304, 304],
+    );
+    // Each request's own first read, then about two shared re-reads: five (unshared: nine).
+    assert.ok(pools.reads <= 6, `${pools.reads} reads for three 2 s waits`);
   });
 
   it('answers at once without If-None-Match, with another ETag, or with wait=0', async () => {
