@@ -69,6 +69,11 @@ export interface PoolReplacement {
    * when it gets no address).
    */
   startupGraceMs?: number;
+  /**
+   * A member whose report says its host has not answered for this long is replaced on another
+   * host (default 60 s). Meanwhile it is not replaced as Unhealthy: a dead host is not a bad member.
+   */
+  hostFailureGraceMs?: number;
   /** The loop guard: this many members that never became available within `windowMs`... (default 3) */
   maxFailures?: number;
   /** ...stop creation for `backoffMs` (default 10 min, doubling to 1 h) and report Degraded. */
@@ -125,6 +130,7 @@ export const POOL_DEFAULTS = {
   progressDeadlineMs: 600_000,
   unhealthyGraceMs: 60_000,
   startupGraceMs: 300_000,
+  hostFailureGraceMs: 60_000,
   maxFailures: 3,
   windowMs: 1_800_000,
   backoffMs: 600_000,
@@ -153,6 +159,7 @@ export function resolvePoolSpec(spec: PoolSpec): ResolvedPoolSpec {
     replacement: {
       unhealthyGraceMs: spec.replacement?.unhealthyGraceMs ?? d.unhealthyGraceMs,
       startupGraceMs: spec.replacement?.startupGraceMs ?? d.startupGraceMs,
+      hostFailureGraceMs: spec.replacement?.hostFailureGraceMs ?? d.hostFailureGraceMs,
       maxFailures: spec.replacement?.maxFailures ?? d.maxFailures,
       windowMs: spec.replacement?.windowMs ?? d.windowMs,
       backoffMs: spec.replacement?.backoffMs ?? d.backoffMs,
@@ -201,6 +208,7 @@ export function poolSpecProblems(spec: PoolSpec): string[] {
   whole('rollout.progressDeadlineMs', spec.rollout?.progressDeadlineMs, { min: 10_000, max: DURATION.max });
   whole('replacement.unhealthyGraceMs', spec.replacement?.unhealthyGraceMs, DURATION);
   whole('replacement.startupGraceMs', spec.replacement?.startupGraceMs, DURATION);
+  whole('replacement.hostFailureGraceMs', spec.replacement?.hostFailureGraceMs, DURATION);
   whole('replacement.maxFailures', spec.replacement?.maxFailures, { min: 1, max: 100 });
   whole('replacement.windowMs', spec.replacement?.windowMs, { min: 1000, max: DURATION.max });
   whole('replacement.backoffMs', spec.replacement?.backoffMs, { min: 1000, max: DURATION.max });
@@ -307,12 +315,16 @@ export interface PoolMemberStatus {
   ageMs: number;
   createdAt: string;
   lastError?: string;
+  /** From its report: since when its host has not answered (replaced past `hostFailureGraceMs`). */
+  hostUnreachableSince?: string;
 }
 
 export interface PoolFailure {
   member: string;
   at: string;
   reason: string;
+  /** A host failure: its members count once for the loop guard, however many there were. */
+  host?: string;
 }
 
 /** What the `status` query returns. */
@@ -339,6 +351,8 @@ export interface PoolStatus {
   replacements: number;
   rollbacks: number;
   paused: boolean;
+  /** Hosts being drained (their members replaced elsewhere; new members avoid them), sorted. */
+  drainingHosts: string[];
   degraded?: { since: string; until: string; failures: PoolFailure[] };
   rollout?: { revision: number; startedAt: string; lastProgressAt: string; step: string };
   members: PoolMemberStatus[];

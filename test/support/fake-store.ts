@@ -313,6 +313,7 @@ export function fakePoolStatus(spec: PoolSpec, o: Partial<PoolStatus> = {}): Poo
     replacements: 0,
     rollbacks: 0,
     paused: false,
+    drainingHosts: [],
     members: [],
     createdAt: at,
     updatedAt: at,

@@ -56,6 +56,8 @@ export interface PoolCall {
   activity: 'startPoolMember' | 'deletePoolMember' | 'listPoolMembers';
   name?: string;
   imageKey?: string;
+  /** startPoolMember: where the pool told it not to go. */
+  avoidHosts?: string[];
 }
 
 /** Fakes of the pool's activities, with a log of each call and the members they started. */
@@ -79,13 +81,21 @@ export class PoolFakes {
   activities(): Record<string, (input: never) => Promise<unknown>> {
     return {
       startPoolMember: async (input: StartMemberInput) => {
-        this.calls.push({ activity: 'startPoolMember', name: input.name, imageKey: input.template.imageKey });
+        this.calls.push({
+          activity: 'startPoolMember',
+          name: input.name,
+          imageKey: input.template.imageKey,
+          avoidHosts: input.avoidHosts,
+        });
         this.beforeStart(input);
         const i = this.count++;
         const fate = this.fate(input);
+        // The hosts in turn, skipping those the pool said to avoid (as the member's placement does).
+        const free = this.hosts.filter((h) => !input.avoidHosts.includes(h));
+        const host = free.length === 0 ? this.hosts[i % this.hosts.length]! : free[i % free.length]!;
         const first: MemberPatch =
           fate === 'healthy'
-            ? { state: 'Running', health: 'True', host: this.hosts[i % this.hosts.length]!, ip: `10.0.0.${10 + i}` }
+            ? { state: 'Running', health: 'True', host, ip: `10.0.0.${10 + i}` }
             : fate === 'fail'
               ? { state: 'Failed', lastError: 'KVM2_BOOT_TIMEOUT: no address' }
               : {};

@@ -11,7 +11,9 @@ import type { MemberReport } from '../../contracts/pool.ts';
 
 export const STAND_IN_WORKFLOW_TYPE = 'poolMemberStandIn';
 
-export type MemberPatch = Partial<Pick<MemberReport, 'state' | 'health' | 'host' | 'ip' | 'serving' | 'lastError'>>;
+export type MemberPatch = Partial<
+  Pick<MemberReport, 'state' | 'health' | 'host' | 'ip' | 'serving' | 'lastError' | 'hostUnreachableSince'>
+>;
 
 export interface StandInInput {
   /** The pool's workflow ID (reports go there). */

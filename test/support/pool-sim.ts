@@ -2,7 +2,8 @@
  * A small simulator of a pool's members for the reconciler's unit tests: it plays what member
  * proxies would report (booting, Running and Healthy, Failed, Unhealthy, applying a role, deleted)
  * through `applyReport`, runs `reconcile` on every event or wake, and advances time from event to
- * event. Bounded in steps; each step may run checks (the tests' invariants).
+ * event. Bounded in steps; each step may run checks (the tests' invariants). Hosts can go down
+ * (`hostDown`: their members report it, and a deletion there waits) and come back (`hostUp`).
  */
 import type { ConditionStatus, ProxyState } from '../../contracts/proxy.ts';
 import type { MemberReport, PoolSpec } from '../../contracts/pool.ts';
@@ -30,10 +31,12 @@ export interface SimMember {
   servedAtMs: number[];
   host?: string;
   lastError?: string;
+  /** Since when its host has not answered (what its reports say). */
+  hostUnreachableSince?: number | undefined;
   deleted: boolean;
 }
 
-type Patch = Partial<Pick<SimMember, 'state' | 'health' | 'serving' | 'host' | 'lastError'>>;
+type Patch = Partial<Pick<SimMember, 'state' | 'health' | 'serving' | 'host' | 'lastError' | 'hostUnreachableSince'>>;
 
 interface Pending {
   at: number;
@@ -63,7 +66,16 @@ export class PoolSim {
   signalMs = 1_000;
   deleteMs = 2_000;
   fate: (m: SimMember) => Fate = () => 'healthy';
-  hostOf: (m: SimMember) => string = (m) => `h${(m.index % 2) + 1}`;
+  /** The hosts a member may be placed on. */
+  hosts = ['h1', 'h2', 'h3'];
+  /** Where a member goes: h1 and h2 in turn, else the first host not to avoid (its create action's avoidHosts). */
+  hostOf: (m: SimMember, avoid: readonly string[]) => string = (m, avoid) => {
+    const turn = `h${(m.index % 2) + 1}`;
+    return avoid.includes(turn) ? (this.hosts.find((h) => !avoid.includes(h)) ?? turn) : turn;
+  };
+  /** Hosts down (hostDown): their deletions wait until hostUp. */
+  readonly down = new Set<string>();
+  private stranded: string[] = [];
   /** Run after every pass; a check throws to fail the test. */
   readonly checks: ((sim: PoolSim) => void)[] = [];
   lastPlan: Plan = { actions: [] };
@@ -88,7 +100,7 @@ export class PoolSim {
     }
     for (const action of plan.actions) {
       this.log.push({ at: this.now, action });
-      if (action.kind === 'create') this.create(action.name, action.revision);
+      if (action.kind === 'create') this.create(action.name, action.revision, action.avoidHosts ?? []);
       else if (action.kind === 'serve') this.later(this.signalMs, action.name, { serving: action.serving });
       else this.later(this.deleteMs, action.name, { state: 'Deleted', serving: false });
     }
@@ -174,7 +186,33 @@ export class PoolSim {
     return this.status().phase === 'Ready';
   }
 
-  private create(name: string, revision: number): void {
+  /** The host stops answering: its members say so (and turn Unhealthy); their deletions wait. Then a pass. */
+  hostDown(host: string): Plan {
+    this.down.add(host);
+    for (const m of this.alive().filter((x) => x.host === host)) {
+      this.change(m.name, {
+        hostUnreachableSince: this.now,
+        health: 'False',
+        lastError: 'HOST_UNREACHABLE: ssh timeout',
+      });
+    }
+    return this.pass();
+  }
+
+  /** The host answers again: its members say so (Healthy again if Running), the deletions asked meanwhile go on. Then a pass. */
+  hostUp(host: string): Plan {
+    this.down.delete(host);
+    for (const m of this.alive().filter((x) => x.host === host)) {
+      const health = m.state === 'Running' ? 'True' : m.health;
+      this.change(m.name, { hostUnreachableSince: undefined, health });
+    }
+    const waiting = this.stranded.filter((n) => this.members.get(n)?.host === host);
+    this.stranded = this.stranded.filter((n) => !waiting.includes(n));
+    for (const n of waiting) this.later(this.deleteMs, n, { state: 'Deleted', serving: false });
+    return this.pass();
+  }
+
+  private create(name: string, revision: number, avoid: readonly string[]): void {
     const template = this.state.revisions.find((r) => r.revision === revision)!.template;
     const m: SimMember = {
       name,
@@ -189,7 +227,7 @@ export class PoolSim {
       deleted: false,
     };
     this.members.set(name, m);
-    this.later(1, name, { state: 'Booting', host: this.hostOf(m) });
+    this.later(1, name, { state: 'Booting', host: this.hostOf(m, avoid) });
     const fate = this.fate(m);
     if (fate === 'healthy') this.later(this.bootMs, name, { state: 'Running', health: 'True' });
     if (fate === 'unhealthy') this.later(this.bootMs, name, { state: 'Running', health: 'False' });
@@ -199,6 +237,10 @@ export class PoolSim {
   private change(name: string, patch: Patch): void {
     const m = this.members.get(name);
     if (m === undefined || m.deleted || m.state === 'Failed') return; // a message to an ended member
+    if (patch.state === 'Deleted' && m.host !== undefined && this.down.has(m.host)) {
+      this.stranded.push(name); // its VM is deleted once the host answers
+      return;
+    }
     if (patch.health !== undefined && patch.health !== m.health) m.healthSinceMs = this.now;
     if (patch.serving !== undefined && patch.serving !== m.serving) m.servedAtMs.push(this.now);
     Object.assign(m, patch);
@@ -220,6 +262,7 @@ export class PoolSim {
     if (m.host !== undefined) r.host = m.host;
     if (m.state === 'Running') r.ip = `10.0.0.${m.index + 10}`;
     if (m.lastError !== undefined) r.lastError = m.lastError;
+    if (m.hostUnreachableSince !== undefined) r.hostUnreachableSince = iso(m.hostUnreachableSince);
     return r;
   }
 }

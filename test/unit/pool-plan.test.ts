@@ -5,8 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { PoolSpec } from '../../contracts/pool.ts';
-import { POOL_DEFAULTS, resolvePoolSpec } from '../../contracts/pool.ts';
-import { applySpec, isReady, reconcile } from '../../workflows/pool/plan.ts';
+import { POOL_DEFAULTS, poolSpecProblems, resolvePoolSpec } from '../../contracts/pool.ts';
+import { applyDrainNotice, applySpec, isReady, reconcile } from '../../workflows/pool/plan.ts';
 import { rollbackTarget } from '../../workflows/pool/status.ts';
 import { PoolSim, T0, seeded } from '../support/pool-sim.ts';
 
@@ -604,5 +604,210 @@ describe('under a random mix of events', () => {
       rollbacks += sim.state.rollbacks;
     }
     assert.ok(rollbacks > 0, 'some runs rolled a bad template back');
+  });
+});
+
+/** The members the simulator placed on `host` (alive). */
+function onHost(sim: PoolSim, host: string): string[] {
+  return sim
+    .alive()
+    .filter((m) => m.host === host)
+    .map((m) => m.name);
+}
+
+/** A drain notice as the host workflow sends it, then a pass. */
+function drain(sim: PoolSim, host: string, draining: boolean): void {
+  assert.equal(
+    applyDrainNotice(sim.state, { host, draining }),
+    true,
+    `the notice (${host}, ${draining}) changed the state`,
+  );
+  sim.pass();
+}
+
+describe('drain (a host workflow’s notice)', () => {
+  it('members on a draining host are replaced new-first: never below N in discovery, never over N + maxSurge', () => {
+    const sim = readyPool({ size: 3 });
+    const seen = guard(sim, 3, 4);
+    const leaving = onHost(sim, 'h1');
+    assert.ok(leaving.length >= 1);
+    const at = sim.now;
+    drain(sim, 'h1', true);
+    assert.deepEqual(sim.status().drainingHosts, ['h1']);
+    assert.match(
+      sim.status().members.find((m) => m.name === leaving[0])?.condemned ?? '',
+      /h1, which is being drained/,
+    );
+    sim.runUntil((s) => s.ready() && onHost(s, 'h1').length === 0, 'off h1');
+    assert.ok(
+      leaving.every((n) => sim.members.get(n)!.deleted),
+      'the drained members were deleted',
+    );
+    const creates = sim.actions('create', at);
+    assert.equal(creates.length, leaving.length, 'one new member per drained one');
+    for (const c of creates)
+      assert.ok(c.action.kind === 'create' && c.action.avoidHosts.includes('h1'), 'new members avoid h1');
+    assert.equal(seen.minDiscovery, 3);
+    assert.equal(sim.state.replacements, 0, 'a drain is not a replacement of failed members');
+    assert.deepEqual(sim.state.failures, []);
+    assert.deepEqual(sim.status().drainingHosts, ['h1'], 'still draining until told otherwise');
+  });
+
+  it('maxSurge 0, maxUnavailable 1: never below N − 1 in discovery, never more than N members', () => {
+    const sim = readyPool({ size: 3, rollout: { maxSurge: 0, maxUnavailable: 1 } });
+    guard(sim, 2, 3);
+    const leaving = onHost(sim, 'h1');
+    drain(sim, 'h1', true);
+    sim.runUntil((s) => s.ready() && onHost(s, 'h1').length === 0, 'off h1');
+    assert.ok(leaving.every((n) => sim.members.get(n)!.deleted));
+  });
+
+  it('draining: false stops it: members not yet replaced stay, the extra newcomer goes', () => {
+    const sim = readyPool({ size: 3 });
+    guard(sim, 3, 4);
+    const before = memberNames(sim).sort();
+    const stay = onHost(sim, 'h1');
+    drain(sim, 'h1', true);
+    assert.equal(sim.lastPlan.actions.filter((a) => a.kind === 'create').length, 1, 'one new member (maxSurge 1)');
+    sim.step(); // it boots
+    drain(sim, 'h1', false);
+    assert.deepEqual(sim.status().drainingHosts, []);
+    assert.ok(
+      sim.status().members.every((m) => m.condemned === undefined),
+      'nothing condemned any more',
+    );
+    sim.runUntil((s) => s.ready(), 'Ready');
+    assert.deepEqual(memberNames(sim).sort(), before, 'the original members stay; the newcomer was removed');
+    assert.ok(stay.every((n) => !sim.members.get(n)!.deleted));
+    const later = sim.now;
+    sim.advance(30 * MIN);
+    assert.equal(sim.actions('create', later).length, 0, 'and nothing more happens');
+  });
+
+  it('a notice changes the state only when it changes the set; a malformed one is ignored', () => {
+    const sim = readyPool({ size: 1 });
+    assert.equal(applyDrainNotice(sim.state, { host: 'h2', draining: true }), true);
+    assert.equal(applyDrainNotice(sim.state, { host: 'h1', draining: true }), true);
+    assert.equal(applyDrainNotice(sim.state, { host: 'h1', draining: true }), false, 'again: no change');
+    assert.equal(applyDrainNotice(sim.state, { host: 'h9', draining: false }), false);
+    assert.equal(applyDrainNotice(sim.state, { host: 'Not A Host', draining: true }), false);
+    assert.equal(applyDrainNotice(sim.state, null as never), false);
+    assert.deepEqual(sim.status().drainingHosts, ['h1', 'h2'], 'sorted');
+  });
+
+  it('spec avoidHosts and draining hosts together: new members avoid both', () => {
+    const sim = readyPool({ size: 2, placement: { avoidHosts: ['h3'] } });
+    drain(sim, 'h1', true);
+    const create = sim.lastPlan.actions.find((a) => a.kind === 'create');
+    assert.ok(create?.kind === 'create');
+    assert.deepEqual(create.avoidHosts, ['h1', 'h3']);
+    sim.runUntil((s) => s.ready() && onHost(s, 'h1').length === 0, 'off h1');
+    assert.ok(sim.alive().every((m) => m.host === 'h2'));
+  });
+});
+
+describe('host failure', () => {
+  it('members whose host stopped answering are replaced elsewhere after hostFailureGraceMs, not before', () => {
+    // An Unhealthy grace shorter than the host's: the host rule decides, not the members' health.
+    const sim = readyPool({ size: 3, replacement: { unhealthyGraceMs: 10_000 } });
+    const dead = onHost(sim, 'h1');
+    const alive = onHost(sim, 'h2');
+    assert.ok(dead.length >= 1 && alive.length >= 1);
+    guard(sim, alive.length, 4);
+    const at = sim.now;
+    sim.hostDown('h1');
+    sim.advance(POOL_DEFAULTS.hostFailureGraceMs - 1);
+    assert.equal(sim.actions('create', at).length, 0, 'nothing replaced within the grace');
+    assert.ok(sim.status().members.every((m) => m.condemned === undefined));
+    assert.ok(
+      sim
+        .status()
+        .members.filter((m) => dead.includes(m.name))
+        .every((m) => m.hostUnreachableSince !== undefined),
+    );
+    sim.advance(1);
+    const first = sim.actions('create', at);
+    assert.equal(first.length, 1, 'the first replacement at the grace (within maxSurge 1)');
+    assert.ok(first[0]!.action.kind === 'create' && first[0]!.action.avoidHosts.includes('h1'));
+    assert.match(sim.status().members.find((m) => m.name === dead[0])?.condemned ?? '', /host unreachable: h1/);
+    sim.runUntil(
+      (s) => s.discovery().length === 3 && s.discovery().every((n) => s.members.get(n)!.host !== 'h1'),
+      '3 in discovery off h1',
+    );
+    assert.equal(sim.state.replacements, dead.length);
+    assert.deepEqual(sim.state.failures, [], 'they had been available: not a failure of the guard');
+    const stranded = sim.state.members.filter((m) => dead.includes(m.name));
+    assert.ok(stranded.length === dead.length && stranded.every((m) => m.role === 'leaving' && m.deleteSent));
+    assert.ok(
+      dead.every((n) => !sim.members.get(n)!.deleted),
+      'their VMs wait for the host',
+    );
+    assert.notEqual(sim.status().phase, 'Ready', 'not Ready while members are leaving');
+    sim.advance(10 * MIN);
+    sim.hostUp('h1');
+    sim.runUntil((s) => s.ready(), 'Ready once the host answered');
+    assert.ok(
+      dead.every((n) => sim.members.get(n)!.deleted),
+      'the stranded VMs deleted',
+    );
+    assert.equal(sim.alive().length, 3);
+  });
+
+  it('a host that answers again within the grace: nothing is replaced', () => {
+    const sim = readyPool({ size: 2 });
+    const at = sim.now;
+    sim.hostDown('h1');
+    sim.advance(POOL_DEFAULTS.hostFailureGraceMs / 2);
+    sim.hostUp('h1');
+    sim.advance(30 * MIN);
+    assert.equal(sim.actions('create', at).length, 0);
+    assert.ok(sim.ready());
+  });
+
+  it('members on one dead host that never became available count once for the loop guard', () => {
+    // Four members; those on h1 never come up. With maxSurge 2 both are replaced in one pass
+    // (before a replacement is up to reset the count): counted each, they would stop creation.
+    const sim = new PoolSim(poolSpec({ size: 4, rollout: { maxSurge: 2 }, replacement: { maxFailures: 2 } }));
+    sim.fate = (m) => (m.index % 2 === 0 && m.index < 4 ? 'hang' : 'healthy');
+    sim.pass();
+    sim.advance(MIN);
+    const dead = onHost(sim, 'h1');
+    assert.equal(dead.length, 2);
+    sim.hostDown('h1');
+    sim.runUntil((s) => s.discovery().length === 4, '4 in discovery off h1');
+    assert.equal(sim.state.failures.length, 1, JSON.stringify(sim.state.failures));
+    assert.equal(sim.state.failures[0]!.host, 'h1');
+    assert.notEqual(sim.status().phase, 'Degraded');
+    assert.ok(sim.discovery().every((n) => sim.members.get(n)!.host !== 'h1'));
+  });
+
+  it('without the host-failure rule (a run from before it) the report is read as health only', () => {
+    const sim = readyPool({ size: 2, replacement: { hostFailureGraceMs: 10_000 } });
+    sim.hostDown('h1');
+    const past = (ms: number): ReturnType<typeof reconcile> =>
+      reconcile(structuredClone(sim.state), sim.now + ms, () => 0.5, { hostFailure: false });
+    assert.ok(
+      past(30_000).actions.every((x) => x.kind === 'serve' && !x.serving),
+      'past the host grace, within unhealthyGraceMs: only out of discovery (Unhealthy), not replaced',
+    );
+    assert.ok(
+      reconcile(structuredClone(sim.state), sim.now + 30_000, () => 0.5).actions.some((a) => a.kind === 'create'),
+      'with the rule: replaced',
+    );
+    const state = structuredClone(sim.state);
+    const later = reconcile(state, sim.now + POOL_DEFAULTS.unhealthyGraceMs, () => 0.5, { hostFailure: false });
+    assert.match(state.members.find((m) => m.condemned !== undefined)?.condemned ?? '', /^Unhealthy/);
+    assert.ok(later.actions.some((a) => a.kind === 'create'));
+  });
+
+  it('replacement.hostFailureGraceMs: default 60 s, refused out of range with the field named', () => {
+    assert.equal(resolvePoolSpec(poolSpec()).replacement.hostFailureGraceMs, 60_000);
+    assert.equal(
+      resolvePoolSpec(poolSpec({ replacement: { hostFailureGraceMs: 5_000 } })).replacement.hostFailureGraceMs,
+      5_000,
+    );
+    const problems = poolSpecProblems(poolSpec({ replacement: { hostFailureGraceMs: -1 } }));
+    assert.equal(problems.length, 1);
+    assert.match(problems[0]!, /^replacement\.hostFailureGraceMs must be a whole number from 0 to \d+, got -1$/);
   });
 });

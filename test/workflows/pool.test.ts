@@ -5,7 +5,7 @@
  * themselves are unit-tested in test/unit/pool-plan.test.ts; here: the workflow applies them,
  * its updates refuse bad requests before the history, and continue-as-new carries the members.
  *
- * EP_RECORD_POOL_REPLAY=1 writes the histories of the rollout and the rollback tests to
+ * EP_RECORD_POOL_REPLAY=1 writes the histories of the rollout, rollback, drain and host-failure tests to
  * test/replay/pool-*.sdk-<version>.json (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
@@ -19,6 +19,7 @@ import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { format, resolveConfig } from 'prettier';
 import {
   poolDeleteUpdate,
+  poolHostDrainSignal,
   poolPauseUpdate,
   poolResumeUpdate,
   poolRollbackUpdate,
@@ -400,6 +401,87 @@ describe('pool workflow', () => {
     },
   );
 
+  it(
+    'a drain notice: the member on that host is replaced elsewhere, new first, then deleted; undrain stops it',
+    opts,
+    async () => {
+      const f = new PoolFakes(e);
+      await withPool(f, async (tq, started) => {
+        const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }));
+        const s = await poolWhen(h, readyAt(2), 'Ready');
+        const onH1 = s.members.filter((m) => m.host === 'h1').map((m) => m.name);
+        assert.equal(onH1.length, 1, JSON.stringify(s.members.map((m) => m.host)));
+        let least = Infinity;
+        await h.signal(poolHostDrainSignal, { host: 'h1', draining: true });
+        const drained = await poolWhen(
+          h,
+          (x) => readyAt(2)(x) && x.members.every((m) => m.host !== 'h1'),
+          'off h1',
+          (x) => {
+            least = Math.min(least, x.available);
+          },
+        );
+        assert.deepEqual(drained.drainingHosts, ['h1']);
+        assert.equal(least, 2, 'never fewer than 2 in discovery in the statuses read');
+        assert.deepEqual(f.deletes(), onH1, 'the member on h1 was deleted');
+        const fresh = f.starts().slice(2);
+        assert.equal(fresh.length, 1);
+        assert.ok(fresh[0]!.avoidHosts?.includes('h1'), `the new member avoids h1: ${JSON.stringify(fresh[0])}`);
+        const order = f.calls.filter((c) => c.activity !== 'listPoolMembers').map((c) => `${c.activity} ${c.name}`);
+        assert.ok(
+          order.indexOf(`startPoolMember ${fresh[0]!.name}`) < order.indexOf(`deletePoolMember ${onH1[0]}`),
+          order.join(', '),
+        );
+        assert.equal(drained.replacements, 0, 'a drain is not a replacement');
+        await h.signal(poolHostDrainSignal, { host: 'h1', draining: false });
+        await poolWhen(h, (x) => x.drainingHosts.length === 0, 'h1 no longer draining');
+        await h.executeUpdate(poolScaleUpdate, { args: [{ size: 3 }] });
+        await poolWhen(h, readyAt(3), 'Ready at 3');
+        assert.deepEqual(f.starts().at(-1)?.avoidHosts, [], 'h1 may be used again');
+        await h.executeUpdate(poolDeleteUpdate);
+        assert.equal((await h.result()).phase, 'Deleted');
+        await record(h, 'pool-host-drain');
+      });
+    },
+  );
+
+  it(
+    'a member whose host stops answering is replaced on another host after hostFailureGraceMs, not before',
+    opts,
+    async () => {
+      const f = new PoolFakes(e);
+      await withPool(f, async (tq, started) => {
+        // A long Unhealthy grace: what replaces the member is the host rule, not its health.
+        const spec = testPoolSpec({ size: 2, replacement: { hostFailureGraceMs: 30_000, unhealthyGraceMs: 600_000 } });
+        const h = await startPool(e, tq, started, spec);
+        const s = await poolWhen(h, readyAt(2), 'Ready');
+        const dead = s.members.find((m) => m.host === 'h1')!.name;
+        const since = (await poolStatus(h)).updatedAt; // the pool's clock (time is skipped)
+        await f.play(dead, { health: 'False', hostUnreachableSince: since, lastError: 'HOST_UNREACHABLE: no answer' });
+        const seen = await poolWhen(
+          h,
+          (x) => x.members.some((m) => m.name === dead && m.healthy === 'False'),
+          'the report seen',
+        );
+        await e.env.sleep(20_000);
+        await new Promise((r) => setTimeout(r, 1_000));
+        assert.equal(f.starts().length, 2, 'nothing replaced within the grace');
+        assert.equal(seen.members.find((m) => m.name === dead)?.hostUnreachableSince, since, 'the status shows it');
+        await e.env.sleep(11_000);
+        const after = await poolWhen(h, (x) => readyAt(2)(x) && !names(x).includes(dead), 'replaced');
+        assert.ok(f.deletes().includes(dead), 'the old member was asked to delete itself');
+        assert.equal(after.replacements, 1);
+        assert.equal(after.degraded, undefined);
+        const fresh = f.starts()[2]!;
+        assert.ok(fresh.avoidHosts?.includes('h1'), `the replacement avoids h1: ${JSON.stringify(fresh)}`);
+        assert.equal(after.members.find((m) => m.name === fresh.name)?.host, 'h2');
+        await h.executeUpdate(poolDeleteUpdate);
+        assert.equal((await h.result()).phase, 'Deleted');
+        await record(h, 'pool-host-failure');
+      });
+    },
+  );
+
   /** The pass limit of the continue-as-new test: above the passes its setup takes, so the run continues as new only when the test drives it. */
   const PASSES = 40;
   it(
@@ -458,4 +540,24 @@ describe('pool workflow', () => {
       });
     },
   );
+
+  it('continue-as-new carries the draining hosts: new members still avoid them', opts, async () => {
+    const f = new PoolFakes(e);
+    await withPool(f, async (tq, started) => {
+      const h = await startPool(e, tq, started, testPoolSpec({ size: 1 }), { continueAsNewAfterPasses: PASSES });
+      await poolWhen(h, readyAt(1), 'Ready');
+      await h.signal(poolHostDrainSignal, { host: 'h9', draining: true });
+      await poolWhen(h, (x) => x.drainingHosts.includes('h9'), 'h9 draining');
+      const run = (await h.describe()).runId;
+      for (let i = 0; i <= PASSES && (await h.describe()).runId === run; i++) {
+        await h.executeUpdate(i % 2 === 0 ? poolPauseUpdate : poolResumeUpdate);
+      }
+      assert.notEqual((await h.describe()).runId, run, 'the pool continued as new');
+      await h.executeUpdate(poolResumeUpdate);
+      assert.deepEqual((await poolStatus(h)).drainingHosts, ['h9']);
+      await h.executeUpdate(poolScaleUpdate, { args: [{ size: 2 }] });
+      await poolWhen(h, readyAt(2), 'Ready at 2');
+      assert.deepEqual(f.starts().at(-1)?.avoidHosts, ['h9'], 'the new run’s member avoids h9');
+    });
+  });
 });

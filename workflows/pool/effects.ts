@@ -73,7 +73,7 @@ export async function apply(state: PoolState, actions: PoolAction[], input: { ow
           name: a.name,
           template,
           ...(input.ownerUid === undefined ? {} : { ownerUid: input.ownerUid }),
-          avoidHosts: spec.placement.avoidHosts,
+          avoidHosts: a.avoidHosts,
           hostCounts: counts,
           spreadSlot: creates.indexOf(a.name),
           ...(spec.placement.maxPerHost === undefined ? {} : { maxPerHost: spec.placement.maxPerHost }),
@@ -143,7 +143,9 @@ export function publishPool(state: PoolState, last: string, phase?: 'Deleted'): 
     rollbacks: st.rollbacks,
   };
   const key = JSON.stringify(memo);
-  const step = st.rollout?.step ?? st.reason ?? '';
+  const step = [st.rollout?.step ?? st.reason ?? '', ...st.drainingHosts.map((h) => `draining ${h}`)]
+    .filter((x) => x !== '')
+    .join(' · ');
   setCurrentDetails(
     `**${memo.phase}** · pool \`${st.entry}/${st.name}\` · desired ${st.desired} · healthy ${st.healthy} · ` +
       `available ${st.available} · updated ${st.updated} · spares ${st.spares}${step ? ` · ${step}` : ''}`,

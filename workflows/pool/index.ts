@@ -9,11 +9,13 @@ import {
   allHandlersFinished,
   condition,
   continueAsNew,
+  patched,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
 import {
   poolDeleteUpdate,
+  poolHostDrainSignal,
   poolMemberSignal,
   poolPauseUpdate,
   poolResumeUpdate,
@@ -26,9 +28,17 @@ import type { PoolSpec, PoolSpecPatch, PoolStatus, RollbackRequest, ScaleRequest
 import { poolSpecProblems, resolvePoolSpec, scaleProblems } from '../../contracts/pool.ts';
 import { CODES } from '../../contracts/errors.ts';
 import type { PoolState } from './plan.ts';
-import { applyReport, applySpec, newPoolState, nextRandom, reconcile, rollbackTo, seedOf } from './plan.ts';
+import { applyDrainNotice, applyReport, applySpec, newPoolState, nextRandom, reconcile } from './plan.ts';
+import { rollbackTo, seedOf } from './plan.ts';
 import { poolStatus, rollbackTarget, specOfState } from './status.ts';
 import { apply, audit, AUDIT_INTERVAL_MS, publishPool } from './effects.ts';
+
+/**
+ * Host maintenance: drain notices from host workflows and the host-failure rule. Runs recorded
+ * before it replay without either (a drain signal there was dropped; reports with
+ * hostUnreachableSince were read as health).
+ */
+export const POOL_HOSTS_PATCH = 'pool-host-maintenance';
 
 export interface PoolWorkflowInput {
   spec: PoolSpec;
@@ -52,6 +62,9 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
   setHandler(poolStatusQuery, () => poolStatus(state, Date.now()));
   setHandler(poolMemberSignal, (report) => {
     if (applyReport(state, report)) poke();
+  });
+  setHandler(poolHostDrainSignal, (notice) => {
+    if (patched(POOL_HOSTS_PATCH) && applyDrainNotice(state, notice)) poke();
   });
   const refuse = (problems: string[]): void => {
     if (problems.length > 0) throw new Error(problems.join('; '));
@@ -132,7 +145,7 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
   for (;;) {
     dirty = false;
     passes++;
-    const plan = reconcile(state, Date.now(), () => nextRandom(state));
+    const plan = reconcile(state, Date.now(), () => nextRandom(state), { hostFailure: patched(POOL_HOSTS_PATCH) });
     published = publishPool(state, published);
     if (await apply(state, plan.actions, input)) poke();
     if (state.deleting && state.members.length === 0) break;

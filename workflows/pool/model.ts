@@ -1,5 +1,7 @@
 // The pool's state as the workflow keeps it (and carries through continue-as-new), the member
 // predicates every rule reads, and the pure changes messages make to it. No Temporal imports.
+import type { HostDrainNotice } from '../../contracts/host.ts';
+import { isIdentifier } from '../../contracts/limits.ts';
 import type { MemberReport, MemberRole, PoolFailure, PoolTemplate, ResolvedPoolSpec } from '../../contracts/pool.ts';
 
 /** One member as the pool keeps it. */
@@ -52,6 +54,11 @@ export interface PoolState {
   /** Members removed since the rollout started (for its progress). */
   removedOld: number;
   deleting: boolean;
+  /**
+   * Hosts a host workflow is draining (poolHostDrainSignal): treated as avoided hosts until told
+   * otherwise. Sorted. Absent in states carried from runs before drains existed.
+   */
+  drainingHosts?: string[];
   reason?: string;
   createdAt: string;
   /**
@@ -63,7 +70,8 @@ export interface PoolState {
 }
 
 export type PoolAction =
-  | { kind: 'create'; name: string; revision: number }
+  /** `avoidHosts`: where it must not be placed (the spec's, the draining hosts, hosts not answering). */
+  | { kind: 'create'; name: string; revision: number; avoidHosts: string[] }
   | { kind: 'serve'; name: string; serving: boolean }
   | { kind: 'delete'; name: string };
 
@@ -110,6 +118,38 @@ export function applyReport(state: PoolState, report: MemberReport): boolean {
   return true;
 }
 
+/** Applies a host workflow's drain notice; returns whether the draining hosts changed (a malformed notice changes nothing). */
+export function applyDrainNotice(state: PoolState, notice: HostDrainNotice): boolean {
+  if (typeof notice !== 'object' || notice === null || !isIdentifier(notice.host)) return false;
+  const before = state.drainingHosts ?? [];
+  const others = before.filter((h) => h !== notice.host);
+  const after = notice.draining === true ? [...others, notice.host].sort() : others;
+  if (after.length === before.length && after.every((h, i) => h === before[i])) return false;
+  state.drainingHosts = after;
+  return true;
+}
+
+/** Whether a member's report says its host has not answered (since when), absent when it answers. */
+export function hostUnreachableSince(m: MemberRecord): number | undefined {
+  const since = m.report?.hostUnreachableSince;
+  if (since === undefined) return undefined;
+  const ms = Date.parse(since);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+/** Hosts the pool's members must leave (replaced within the rollout budget): the spec's avoided hosts and the draining ones. */
+export function hostsToLeave(state: PoolState): string[] {
+  return [...new Set([...state.spec.placement.avoidHosts, ...(state.drainingHosts ?? [])])];
+}
+
+/** Where new members must not go: hostsToLeave, and the hosts members report not answering. */
+export function hostsToAvoid(state: PoolState): string[] {
+  const down = state.members.flatMap((m) =>
+    hostUnreachableSince(m) !== undefined && m.report?.host !== undefined ? [m.report.host] : [],
+  );
+  return [...new Set([...hostsToLeave(state), ...down])].sort();
+}
+
 /** A new pool's state for `spec` (defaults filled in): revision 1, no members yet. */
 export function newPoolState(spec: ResolvedPoolSpec, at: string, seed = 1): PoolState {
   return {
@@ -125,6 +165,7 @@ export function newPoolState(spec: ResolvedPoolSpec, at: string, seed = 1): Pool
     rollbacks: 0,
     removedOld: 0,
     deleting: false,
+    drainingHosts: [],
     createdAt: at,
   };
 }

@@ -4,19 +4,39 @@
 // its own; the workflow (index.ts) applies the actions. docs/pools.md states the rules in words.
 import type { MemberRole } from '../../contracts/pool.ts';
 import type { MemberRecord, PoolAction, PoolState, Plan } from './model.ts';
-import { ended, isAvailable, isReady, memberName, mustTell, told } from './model.ts';
-import { condemn, errorOf, recordFailure, scaleDownOrder, trackRollout, unhealthyDeadline } from './policies.ts';
+import {
+  ended,
+  hostsToAvoid,
+  hostUnreachableSince,
+  isAvailable,
+  isReady,
+  memberName,
+  mustTell,
+  told,
+} from './model.ts';
+import { condemn, errorOf, failedHost, recordFailure, scaleDownOrder, trackRollout } from './policies.ts';
+import { unhealthyDeadline } from './policies.ts';
 
 export type { MemberRecord, PoolAction, PoolState, Plan, RolloutState } from './model.ts';
-export { applyReport, applySpec, isAvailable, isReady, memberName, newPoolState, nextRandom, seedOf } from './model.ts';
+export { applyDrainNotice, applyReport, applySpec, isAvailable, isReady } from './model.ts';
+export { memberName, newPoolState, nextRandom, seedOf } from './model.ts';
 export { rollbackTo } from './policies.ts';
+
+export interface ReconcileOptions {
+  /** Members whose host stopped answering are replaced (off when replaying a run from before the rule). */
+  hostFailure?: boolean;
+}
 
 /**
  * One pass of the reconciler at `nowMs`. Mutates `state` (roles, condemnations, the loop guard,
  * the rollout and its rollback) and returns the actions to take and when to look again.
  */
-export function reconcile(state: PoolState, nowMs: number, random: () => number): Plan {
+export function reconcile(state: PoolState, nowMs: number, random: () => number, opts: ReconcileOptions = {}): Plan {
   const { spec } = state;
+  const hostFailure = opts.hostFailure ?? true;
+  /** The host of a member that stopped answering, when the rule applies (the loop guard counts it once). */
+  const downHost = (m: MemberRecord): string | undefined =>
+    hostFailure && hostUnreachableSince(m) !== undefined ? m.report?.host : undefined;
   const actions: PoolAction[] = [];
   const wakes: number[] = [];
   // Only times still to come: a time already past was acted on in this pass.
@@ -29,7 +49,7 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
   for (const m of state.members.filter(ended)) {
     if (m.role !== 'leaving') {
       state.replacements++;
-      if (!m.everReady) recordFailure(state, m, `${m.name}: ${errorOf(m)}`, nowMs);
+      if (!m.everReady) recordFailure(state, m, `${m.name}: ${errorOf(m)}`, nowMs, downHost(m));
     }
   }
   state.members = state.members.filter((m) => !ended(m));
@@ -57,7 +77,7 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
   }
 
   const live = (): MemberRecord[] => state.members.filter((m) => m.role !== 'leaving');
-  condemn(state, live(), nowMs, wake);
+  condemn(state, live(), nowMs, wake, hostFailure);
 
   const wanted = spec.size + spec.spares;
   const budget = wanted + spec.rollout.maxSurge;
@@ -98,9 +118,11 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
     const readyGood = good().filter((x) => isReady(x, spec, nowMs)).length;
     const failedOrDown = m.report !== undefined && m.report.state !== 'Running' && m.report.state !== 'Booting';
     if (readyGood >= wanted || (good().length < wanted && live().length >= budget) || failedOrDown) {
-      if (m.condemned?.startsWith('Unhealthy') && !m.everReady)
-        recordFailure(state, m, `${m.name}: ${errorOf(m)}`, nowMs);
-      if (m.condemned?.startsWith('Unhealthy')) state.replacements++;
+      const host = failedHost(m);
+      const failed = host !== undefined || m.condemned?.startsWith('Unhealthy') === true;
+      const why = host === undefined ? errorOf(m) : m.condemned!;
+      if (failed && !m.everReady) recordFailure(state, m, `${m.name}: ${why}`, nowMs, host);
+      if (failed) state.replacements++;
       if (m.revision !== state.revision) state.removedOld++;
       leave(state, m, nowMs);
     }
@@ -110,11 +132,12 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
   if (state.degradedUntilMs === undefined) {
     const n = Math.min(wanted - good().length, budget - live().length);
     const taken = new Set(state.members.map((m) => m.name));
+    const avoidHosts = n > 0 ? hostsToAvoid(state) : [];
     for (let i = 0; i < n; i++) {
       const name = memberName(spec.name, taken, random);
       taken.add(name);
       state.members.push(newMember(state, name, nowMs, random));
-      actions.push({ kind: 'create', name, revision: state.revision });
+      actions.push({ kind: 'create', name, revision: state.revision, avoidHosts });
     }
   }
 
@@ -132,7 +155,7 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
   drainLeavers(state, nowMs, actions, wake);
   if (rolledBack) {
     // The stable template is current again: its replacements are planned in this same pass.
-    const again = reconcile(state, nowMs, random);
+    const again = reconcile(state, nowMs, random, opts);
     actions.push(...again.actions);
     wake(again.wakeAtMs);
   }
@@ -143,7 +166,9 @@ export function reconcile(state: PoolState, nowMs: number, random: () => number)
     if (r === undefined || r.state !== 'Running') continue;
     const since = Date.parse(r.healthSince);
     if (r.health === 'True' && !isReady(m, spec, nowMs)) wake(since + spec.rollout.minHealthyMs);
-    if (r.health === 'False' && m.condemned === undefined) wake(unhealthyDeadline(m, spec));
+    if (r.health === 'False' && m.condemned === undefined && downHost(m) === undefined) {
+      wake(unhealthyDeadline(m, spec));
+    }
   }
   return { actions, wakeAtMs: min(wakes) };
 }

@@ -1,14 +1,23 @@
 // The reconciler's policies (docs/pools.md): which members are condemned and why, the loop
 // guard, the scale-down order, and the rollout's progress deadline with its rollback. Pure.
 import { POOL_DEFAULTS } from '../../contracts/pool.ts';
+import type { PoolFailure } from '../../contracts/pool.ts';
 import type { MemberRecord, PoolState } from './model.ts';
-import { isAvailable, isReady } from './model.ts';
+import { hostsToLeave, hostUnreachableSince, isAvailable, isReady } from './model.ts';
 
-/** The loop guard: a failure of a member that never became available; Degraded after K in the window. */
-export function recordFailure(state: PoolState, m: MemberRecord, reason: string, nowMs: number): void {
+/**
+ * The loop guard: a failure of a member that never became available; Degraded after K in the
+ * window. A host failure (`host`) counts once per host in the window: K members on one dead host
+ * are one failure, not K (a dead host is not a bad template).
+ */
+export function recordFailure(state: PoolState, m: MemberRecord, reason: string, nowMs: number, host?: string): void {
   const { replacement } = state.spec;
-  state.failures.push({ member: m.name, at: new Date(nowMs).toISOString(), reason });
-  state.failures = state.failures.filter((f) => nowMs - Date.parse(f.at) <= replacement.windowMs).slice(-20);
+  const recent = (f: PoolFailure): boolean => nowMs - Date.parse(f.at) <= replacement.windowMs;
+  if (host !== undefined && state.failures.some((f) => f.host === host && recent(f))) return;
+  const failure: PoolFailure = { member: m.name, at: new Date(nowMs).toISOString(), reason };
+  if (host !== undefined) failure.host = host;
+  state.failures.push(failure);
+  state.failures = state.failures.filter(recent).slice(-20);
   if (state.failures.length >= replacement.maxFailures && state.degradedUntilMs === undefined) {
     const backoff = Math.min(replacement.backoffMs * 2 ** state.backoffs, POOL_DEFAULTS.maxBackoffMs);
     state.backoffs++;
@@ -35,20 +44,55 @@ export function unhealthyDeadline(m: MemberRecord, spec: PoolState['spec']): num
   return Math.max(since, startup);
 }
 
-/** Marks the live members to be replaced, and why. Rotation takes one member at a time. */
-export function condemn(state: PoolState, live: MemberRecord[], nowMs: number, wake: (t?: number) => void): void {
+/**
+ * When a member whose host stopped answering is past its grace (undefined: its host answers).
+ * States carried from runs before the rule have no hostFailureGraceMs in their resolved spec.
+ */
+export function hostFailureDeadline(m: MemberRecord, spec: PoolState['spec']): number | undefined {
+  const since = hostUnreachableSince(m);
+  if (since === undefined) return undefined;
+  return since + (spec.replacement.hostFailureGraceMs ?? POOL_DEFAULTS.hostFailureGraceMs);
+}
+
+/** The host of a member condemned because its host stopped answering (see condemn). */
+export function failedHost(m: MemberRecord): string | undefined {
+  return m.condemned?.startsWith(HOST_FAILED) === true ? (m.report?.host ?? '') : undefined;
+}
+const HOST_FAILED = 'host unreachable';
+
+/**
+ * Marks the live members to be replaced, and why. Rotation takes one member at a time.
+ * `hostFailure`: the host-failure rule applies (off when replaying a run from before it).
+ */
+export function condemn(
+  state: PoolState,
+  live: MemberRecord[],
+  nowMs: number,
+  wake: (t?: number) => void,
+  hostFailure = true,
+): void {
   const { spec } = state;
+  const leave = new Set(hostsToLeave(state));
   for (const m of live) {
     m.condemned = undefined;
     const r = m.report;
-    if (r !== undefined && r.state === 'Running' && r.health === 'False') {
+    const hostDeadline = hostFailure ? hostFailureDeadline(m, spec) : undefined;
+    if (hostDeadline !== undefined) {
+      // Its host does not answer: the host rule decides, not its health (which the host took down).
+      if (nowMs >= hostDeadline) {
+        m.condemned = `${HOST_FAILED}: ${r?.host ?? 'its host'} has not answered since ${r?.hostUnreachableSince}`;
+        continue;
+      }
+      wake(hostDeadline);
+    } else if (r !== undefined && r.state === 'Running' && r.health === 'False') {
       if (nowMs >= unhealthyDeadline(m, spec)) {
         m.condemned = `Unhealthy since ${r.healthSince}${r.lastError ? ` (${r.lastError})` : ''}`;
         continue;
       }
     }
-    if (r?.host !== undefined && spec.placement.avoidHosts.includes(r.host)) {
-      m.condemned = `on host ${r.host}, which the pool avoids`;
+    if (r?.host !== undefined && leave.has(r.host)) {
+      const why = spec.placement.avoidHosts.includes(r.host) ? 'which the pool avoids' : 'which is being drained';
+      m.condemned = `on host ${r.host}, ${why}`;
       continue;
     }
     if (!state.paused && m.revision !== state.revision)

@@ -80,6 +80,7 @@ export function poolStatus(state: PoolState, nowMs: number): PoolStatus {
     if (r?.host !== undefined) out.host = r.host;
     if (r?.ip !== undefined) out.address = `${r.ip}:${r.port}`;
     if (r?.lastError !== undefined) out.lastError = r.lastError;
+    if (r?.hostUnreachableSince !== undefined) out.hostUnreachableSince = r.hostUnreachableSince;
     return out;
   });
   const live = state.members.filter((m) => m.role !== 'leaving');
@@ -98,6 +99,7 @@ export function poolStatus(state: PoolState, nowMs: number): PoolStatus {
     replacements: state.replacements,
     rollbacks: state.rollbacks,
     paused: state.paused,
+    drainingHosts: [...(state.drainingHosts ?? [])],
     members,
     createdAt: state.createdAt,
     updatedAt: new Date(nowMs).toISOString(),
