@@ -1,10 +1,8 @@
 // JSON schemas of the /v1/hosts routes (validation and the OpenAPI document), closed at every level
 // like the proxies' (api/schemas.ts). The shapes are contracts/host.ts HostView and HostStatus; a
 // field not listed here would be dropped by the response serializer, so every field is.
+import { MAX_HOST_REASON_LENGTH } from '../contracts/host.ts';
 import { errorSchema, identifierSchema, pathReadErrors, readErrors, writeErrors } from './schemas.ts';
-
-/** Longest `reason` of a cordon, drain or uncordon, in characters. */
-export const MAX_HOST_REASON_LENGTH = 500;
 
 const PHASES = ['Schedulable', 'Cordoned', 'Draining', 'Drained'] as const;
 

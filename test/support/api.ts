@@ -1,5 +1,5 @@
 /**
- * The HTTP API for integration tests: a token file, the real Temporal store, and the server on
+ * The HTTP API for integration tests: a token file, the real Temporal stores, and the server on
  * 127.0.0.1 on a free port; plus a small fetch helper.
  */
 import { randomBytes } from 'node:crypto';
@@ -12,6 +12,8 @@ import { buildApi } from '../../api/server.ts';
 import { temporalWarmer } from '../../client/warm.ts';
 import { temporalStore } from '../../client/store.ts';
 import { temporalPoolStore } from '../../client/pools.ts';
+import { temporalHostStore } from '../../client/host-store.ts';
+import type { ProviderHealthResult } from '../../contracts/fleet.ts';
 import type { ProxyStore } from '../../client/store.ts';
 import { createLogger, logLevelFromEnv } from '../../lib/log/logger.ts';
 
@@ -49,6 +51,10 @@ export async function startTestApi(
   callTimeoutMs = 5_000,
   /** Runs on the app before it listens (hooks a test counts answers with). */
   beforeListen?: (app: FastifyInstance) => void,
+  o: {
+    /** The survey /v1/hosts knows hosts from (default: the provider-health schedule's, as the API's). */
+    survey?: () => Promise<ProviderHealthResult | undefined>;
+  } = {},
 ): Promise<TestApi> {
   const real = temporalStore(client, { callTimeoutMs });
   let starts = 0;
@@ -65,6 +71,10 @@ export async function startTestApi(
   const app = await buildApi({
     store,
     pools: temporalPoolStore(client, { callTimeoutMs }),
+    hosts: temporalHostStore(client, {
+      callTimeoutMs,
+      survey: o.survey ?? (async () => (await real.providerHealth())?.result),
+    }),
     warmer: temporalWarmer(client),
     log: createLogger({ name: 'api-test', stream: 'stderr', level: logLevelFromEnv(process.env, 'warn') }),
     auth: await loadTokenFile(tokens.file),
