@@ -44,7 +44,8 @@ export function fleetPageHtml(refreshMs: number): string {
 <body data-refresh-ms="${String(Math.trunc(refreshMs))}">
 <header>
 <h1>Fleet</h1>
-<p id="status" role="status" aria-live="polite">Loading&hellip;</p>
+<p id="status">Loading&hellip;</p>
+<p id="announce" class="visually-hidden" role="status" aria-live="polite"></p>
 </header>
 <main id="main">
 <noscript><p>The fleet page needs JavaScript: it reads the API with your token.</p></noscript>

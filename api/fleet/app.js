@@ -23,10 +23,13 @@
   const refreshMs = Math.max(1000, Number(body.dataset.refreshMs) || 5000);
   const main = document.getElementById('main');
   const statusLine = document.getElementById('status');
+  const announcer = document.getElementById('announce');
   let timer;
   let failures = 0;
   let generation = 0;
   let lastUpdated;
+  /** A refresh came due while the tab was hidden: it runs when the tab is shown again. */
+  let dueWhileHidden = false;
 
   /** An element with attributes and children (strings become text nodes: never parsed as HTML). */
   function h(tag, attrs, ...children) {
@@ -43,8 +46,12 @@
     return node;
   }
 
-  function setStatus(text, state) {
-    statusLine.textContent = text;
+  /**
+   * The page's state (`ok`, `error`, `token`) on <body>; a change of it is announced to screen
+   * readers once (the status line itself changes on every refresh, so it is not a live region).
+   */
+  function setState(state, announcement) {
+    if (body.dataset.state !== state) announcer.textContent = announcement;
     body.dataset.state = state;
   }
 
@@ -101,7 +108,8 @@
       void refresh();
     });
     main.replaceChildren(form);
-    setStatus(message ? 'The API refused the token.' : 'A token is needed.', 'token');
+    statusLine.textContent = message ? 'The API refused the token.' : 'A token is needed.';
+    setState('token', statusLine.textContent);
     input.focus();
   }
 
@@ -169,6 +177,7 @@
       pageToken = page.nextPageToken;
       pages++;
     } while (pageToken && pages < MAX_POOL_PAGES);
+    pools.sort((a, b) => (a.entry + '/' + a.name).localeCompare(b.entry + '/' + b.name));
     const left = pageToken ? 'more pools than ' + pools.length + ' (only these are shown)' : undefined;
 
     const details = new Map();
@@ -416,8 +425,19 @@
 
   function schedule(ms) {
     clearTimeout(timer);
-    timer = setTimeout(() => void refresh(), ms);
+    timer = setTimeout(() => {
+      // A hidden tab does not poll; it reads again as soon as it is shown.
+      if (document.visibilityState === 'hidden') dueWhileHidden = true;
+      else void refresh();
+    }, ms);
   }
+
+  document.addEventListener('visibilitychange', () => {
+    if (document.visibilityState !== 'hidden' && dueWhileHidden) {
+      dueWhileHidden = false;
+      void refresh();
+    }
+  });
 
   async function refresh() {
     const token = sessionStorage.getItem(TOKEN_KEY);
@@ -431,7 +451,7 @@
       lastUpdated = new Date();
       render(data);
       statusLine.replaceChildren('Last updated ', clock(lastUpdated), '; refreshing every ' + refreshMs / 1000 + ' s.');
-      body.dataset.state = 'ok';
+      setState('ok', 'The fleet is shown.');
       body.dataset.updated = lastUpdated.toISOString();
       schedule(refreshMs);
     } catch (err) {
@@ -451,7 +471,7 @@
         ...since,
         '; retrying in ' + Math.round(wait / 1000) + ' s.',
       );
-      body.dataset.state = 'error';
+      setState('error', 'Refreshing the fleet failed; the page retries.');
       schedule(wait);
     }
   }
