@@ -58,7 +58,7 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus
     const out: HostStatus = { entry, host, phase: s.phase, cordoned: s.cordoned };
     if (s.since !== undefined) out.since = s.since;
     if (s.reason !== undefined) out.reason = s.reason;
-    if (s.drain !== undefined) out.drain = structuredClone(s.drain);
+    if (s.drain !== undefined) out.drain = { ...s.drain, proxies: s.drain.proxies.map((p) => ({ ...p })) };
     return out;
   };
   const publish = (): void => upsertMemo({ cordoned: s.cordoned, phase: s.phase });
