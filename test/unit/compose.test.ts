@@ -171,6 +171,48 @@ describe('docker-compose.yml and the Dockerfile', () => {
       assert.ok(ignored.includes(p), `.dockerignore has ${p}`);
   });
 
+  it('the prometheus service scrapes the worker and the API of this file with deploy/prometheus, mounted read-only', () => {
+    const prom = compose.services['prometheus'];
+    assert.ok(prom, 'a prometheus service exists');
+    // SOURCE:TARGET[:ro], where SOURCE may be `${VAR:-default}`: the target is the last absolute path.
+    const mounts = new Map((prom.volumes ?? []).map((v) => [/:(\/[^:]*)(?::ro)?$/.exec(v)?.[1] ?? v, v] as const));
+    for (const [target, v] of mounts) if (target !== '/prometheus') assert.match(v, /:ro$/, `${v} is read-only`);
+    const config = parse(readFileSync(join(root, 'deploy/prometheus/prometheus.yml'), 'utf8')) as {
+      rule_files: string[];
+      scrape_configs: {
+        job_name: string;
+        authorization?: { credentials_file: string };
+        file_sd_configs: { files: string[] }[];
+      }[];
+    };
+    const inContainer = (p: string): string => `/etc/prometheus/${p}`;
+    assert.match(mounts.get(inContainer('prometheus.yml')) ?? '', /^\.\/deploy\/prometheus\/prometheus\.yml:/);
+    for (const f of config.rule_files) {
+      assert.ok(mounts.has(inContainer(f.split('/')[0]!)), `the rule file ${f} is mounted`);
+    }
+    const port = (args: string[], flag: string, re: RegExp): string => {
+      const v = args[args.indexOf(flag) + 1] ?? '';
+      return re.exec(v)?.[1] ?? `no ${flag} in ${args.join(' ')}`;
+    };
+    const expected: Record<string, string> = {
+      'egress-worker': `worker:${port(compose.services['worker']!.command ?? [], '--metrics-listen', /:(\d+)$/)}`,
+      'egress-api': `api:${port(compose.services['api']!.command ?? [], '--port', /^(\d+)$/)}`,
+    };
+    assert.deepEqual(config.scrape_configs.map((j) => j.job_name).sort(), Object.keys(expected).sort());
+    for (const job of config.scrape_configs) {
+      const files = job.file_sd_configs.flatMap((c) => c.files);
+      for (const f of files) assert.ok(mounts.has(inContainer(f.split('/')[0]!)), `${f} is mounted`);
+      const targets = files.flatMap((f) =>
+        (parse(readFileSync(join(root, 'deploy/prometheus', f), 'utf8')) as { targets: string[] }[]).flatMap(
+          (g) => g.targets,
+        ),
+      );
+      assert.deepEqual(targets, [expected[job.job_name]], `${job.job_name} scrapes the service's listening port`);
+      if (job.authorization)
+        assert.ok(mounts.has(inContainer(job.authorization.credentials_file)), 'the token is mounted');
+    }
+  });
+
   it('the worker and the API talk to the Temporal service of the same file', () => {
     for (const [, s] of built) assert.equal(s.environment?.['TEMPORAL_ADDRESS'], 'temporal:7233');
     assert.ok(compose.services['temporal'], 'a temporal service exists');
