@@ -52,7 +52,7 @@ export function createHostActivities(registry: HostRegistry, client: Client) {
           if (listed.has(d.proxyName)) continue;
           listed.add(d.proxyName);
           const open = (await describeProxy(client, input.entry, d.proxyName))?.execution === 'RUNNING';
-          proxies.push(open ? { name: d.proxyName } : { name: d.proxyName, orphan: true });
+          proxies.push(open ? { name: d.proxyName, elsewhere: true } : { name: d.proxyName, orphan: true });
         }
         return { proxies };
       });

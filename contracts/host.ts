@@ -48,6 +48,11 @@ export interface HostDrain {
   proxies: DrainedProxy[];
   /** Proxies still on the host at the last pass. */
   remaining: number;
+  /**
+   * What the last pass could not read (`code: message`): the host's own domains (the pass then
+   * counted visibility alone) or the whole listing (the pass was skipped). Absent when it read all.
+   */
+  lastError?: string;
 }
 
 export interface HostStatus {
@@ -130,8 +135,13 @@ export interface HostProxy {
   name: string;
   /** `<entry>/<pool>` of a pool member. */
   pool?: string;
-  /** A marked domain on the host with no open proxy workflow listed there (the orphan GC's to delete). */
+  /** A marked domain on the host whose proxy has no open workflow (the orphan GC's to delete). */
   orphan?: boolean;
+  /**
+   * A marked domain on the host whose proxy's open workflow is listed on another host (a move
+   * under way: its workflow deletes this VM); counted, not asked.
+   */
+  elsewhere?: boolean;
 }
 
 /** One drain pass's listing of a host. */

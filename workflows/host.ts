@@ -148,17 +148,21 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus
   /** One pass of the drain: list, ask, count; Drained when nothing is left. */
   const drainPass = async (): Promise<void> => {
     let found: HostProxy[];
+    let lastError: string | undefined;
     try {
       const r = await listing.listHostProxies({ entry, host });
       found = r.proxies;
-      if (r.hostError !== undefined)
-        log.warn('host drain: the host did not answer', { entry, host, error: r.hostError });
+      lastError = r.hostError;
     } catch (err) {
-      log.warn('host drain: listing failed; next pass', { entry, host, error: failureInfo(err) });
+      const f = failureInfo(err);
+      if (draining() && s.drain !== undefined) s.drain.lastError = `${f.code}: ${f.message}`;
+      log.warn('host drain: listing failed; next pass', { entry, host, error: f });
       return;
     }
     const drain = s.drain;
     if (!draining() || drain === undefined) return;
+    if (lastError === undefined) delete drain.lastError;
+    else drain.lastError = lastError;
     const byName = new Map(drain.proxies.map((p) => [p.name, p]));
     const failedPools = new Map<string, string>();
     for (const p of found) {
@@ -171,6 +175,8 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus
       const entryRec: DrainedProxy = rec;
       if (p.orphan) {
         entryRec.error = 'no open workflow: the orphan GC deletes this VM';
+      } else if (p.elsewhere) {
+        delete entryRec.error; // its workflow is elsewhere and deletes this VM (a move under way)
       } else if (p.pool !== undefined) {
         const pool = p.pool;
         if (s.poolsTold[pool] !== true && !failedPools.has(pool)) {

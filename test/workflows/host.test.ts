@@ -84,6 +84,8 @@ interface Ctx {
   tq: string;
   /** What the scripted listing of h1 returns (the test moves proxies off it). */
   onHost: HostProxy[];
+  /** What the scripted listing says of the host's own domains (unset: it answered). */
+  hostError?: string;
   started: WorkflowHandle[];
 }
 
@@ -98,7 +100,11 @@ async function withHosts(fn: (c: Ctx) => Promise<void>): Promise<void> {
       createHostActivities(registry, client!).signalPoolHostDrain(i),
     moveProxyOffHost: (i: { entry: string; name: string; avoidHosts: string[]; reason?: string }) =>
       createHostActivities(registry, client!).moveProxyOffHost(i),
-    listHostProxies: () => Promise.resolve({ proxies: structuredClone(ctx.onHost) }),
+    listHostProxies: () =>
+      Promise.resolve({
+        proxies: structuredClone(ctx.onHost),
+        ...(ctx.hostError === undefined ? {} : { hostError: ctx.hostError }),
+      }),
   };
   await withWorker(
     e,
@@ -340,6 +346,38 @@ describe('host workflow', () => {
       await uncordonHost(c.client, ENTRY, 'h2', {});
       assert.deepEqual((await noticesWhen(pool, 3)).at(-1), { host: 'h2', draining: false });
     }),
+  );
+
+  it(
+    'counts VMs without a workflow here (orphans noted, moving ones not asked) and shows an unreadable host',
+    opts,
+    () =>
+      withHosts(async (c) => {
+        const proxy = await c.client.workflow.start(PROXY_STAND_IN_TYPE, {
+          taskQueue: c.tq,
+          workflowId: proxyWorkflowId(ENTRY, 'moving'),
+          args: [{ running: true }],
+        });
+        c.started.push(proxy);
+        c.onHost = [
+          { name: 'lost', orphan: true },
+          { name: 'moving', elsewhere: true },
+        ];
+        c.hostError = 'KVM2_UNREACHABLE: ssh: connect timed out';
+        await drainHost(c.client, ENTRY, 'h1', {}, c.tq);
+        const s = await statusWhen(c, 'h1', (st) => st.drain?.proxies.length === 2, 'the first drain pass');
+        assert.equal(s.phase, 'Draining');
+        assert.equal(s.drain?.remaining, 2, 'both VMs count');
+        assert.equal(s.drain?.lastError, c.hostError);
+        assert.match(s.drain?.proxies.find((p) => p.name === 'lost')?.error ?? '', /orphan GC/);
+        assert.equal(s.drain?.proxies.find((p) => p.name === 'moving')?.error, undefined);
+        assert.deepEqual(await proxy.query(movesQuery), [], 'a proxy moving off the host is not asked again');
+        delete c.hostError;
+        c.onHost = [];
+        await e.env.sleep(10_000);
+        const drained = await statusWhen(c, 'h1', (st) => st.phase === 'Drained', 'Drained');
+        assert.equal(drained.drain?.lastError, undefined, 'cleared once the host answers');
+      }),
   );
 
   it('refuses bad bodies before the history and an unknown host naming the known ones', opts, () =>
