@@ -6,14 +6,21 @@
  * again next pass, Drained once nothing is left), and refusals (bad bodies before the history, an
  * unknown host with the known ones named). The activities are the real ones of activities/host.ts
  * except the listing of the host (scripted: no libvirt here) and the providers file (a stand-in).
+ *
+ * EP_RECORD_HOST_REPLAY=1 writes the histories of the cordon and the drain tests to
+ * test/replay/host-*.sdk-<version>.json (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
+import { writeFile } from 'node:fs/promises';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { format, resolveConfig } from 'prettier';
 import { createHostActivities } from '../../activities/host.ts';
 import type { HostRegistry } from '../../activities/hosts.ts';
 import { withCordons } from '../../activities/index.ts';
@@ -140,6 +147,15 @@ async function statusWhen(c: Ctx, host: string, ok: (s: HostStatus) => boolean, 
   );
 }
 
+/** Writes the run's history as a replay file when asked to (EP_RECORD_HOST_REPLAY=1). */
+async function record(h: WorkflowHandle, name: string): Promise<void> {
+  if (process.env['EP_RECORD_HOST_REPLAY'] !== '1') return;
+  const sdk = (createRequire(import.meta.url)('@temporalio/workflow/package.json') as { version: string }).version;
+  const file = new URL(`../replay/${name}.sdk-${sdk}.json`, import.meta.url).pathname;
+  const text = historyToJSON(await h.fetchHistory());
+  await writeFile(file, await format(text, { ...(await resolveConfig(file)), filepath: file }));
+}
+
 /** The host workflow's result (bounded). */
 async function ended(c: Ctx, host: string): Promise<HostStatus> {
   const h = c.client.workflow.getHandle<typeof hostWorkflow>(hostWorkflowId(ENTRY, host));
@@ -202,6 +218,7 @@ describe('host workflow', () => {
       assert.equal(un.phase, 'Schedulable');
       assert.equal(un.cordoned, false);
       assert.equal((await ended(c, 'h1')).phase, 'Schedulable');
+      await record(c.client.workflow.getHandle(hostWorkflowId(ENTRY, 'h1')), 'host-cordon-uncordon');
       assert.equal((await hostStatus(c.client, ENTRY, 'h1')).phase, 'Schedulable');
       assert.equal((await cordonedHosts(c.client, ENTRY, HOSTS)).size, 0);
       const unmarked = await withCordons(() => Promise.resolve(cached), c.client)({ entry: ENTRY });
@@ -301,6 +318,7 @@ describe('host workflow', () => {
           { host: 'h1', draining: false },
         ]);
         await ended(c, 'h1');
+        await record(c.client.workflow.getHandle(hostWorkflowId(ENTRY, 'h1')), 'host-drain');
         assert.equal((await hostStatus(c.client, ENTRY, 'h1')).phase, 'Schedulable');
       }),
   );
