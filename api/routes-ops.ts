@@ -241,13 +241,7 @@ export function registerOpsRoutes(app: FastifyInstance, o: OpsRoutesOptions): vo
         if (etagMatches(ifNoneMatch, etag)) return reply.code(304).send();
         return body;
       }
-      if (wait !== undefined) {
-        throw new ApiError(
-          'INVALID_FIELD',
-          `wait holds a request until its ETag changes, and only discovery by pool has one: add pool=<entry>/<pool> (and If-None-Match), or leave wait out`,
-          'wait',
-        );
-      }
+      // `wait` is ignored here: unfiltered discovery has no ETag to wait on, so it answers at once.
       const query = listQuery({ state: 'Running', healthy: true, entry: request.query.entry, openOnly: true });
       const listed: ProxySummary[] = [];
       let token: Uint8Array | undefined;

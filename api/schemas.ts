@@ -177,7 +177,7 @@ export const discoveryQuerySchema = {
       maximum: DISCOVERY_WAIT_MAX_SECONDS,
       description:
         `with pool and If-None-Match: hold the request up to this many seconds (0-${DISCOVERY_WAIT_MAX_SECONDS}) ` +
-        'until the ETag differs (200) or the wait ends (304)',
+        'until the ETag differs (200) or the wait ends (304); ignored without pool (no ETag to wait on)',
     },
   },
 } as const;
