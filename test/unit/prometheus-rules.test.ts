@@ -25,6 +25,7 @@ import { buildApi } from '../../api/server.ts';
 import { createWorkerMetrics, meteringLogger } from '../../activities/metrics.ts';
 import { createLogger } from '../../lib/log/logger.ts';
 import { serveMetrics } from '../../runtime/metrics-server.ts';
+import { FakeHosts } from '../support/fake-hosts.ts';
 import { FakePools, FakeStore } from '../support/fake-store.ts';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -101,13 +102,17 @@ async function workerExposition(): Promise<string> {
   }
 }
 
-/** The API's exposition, from its /metrics route over the fake stores, with a pool and a request. */
+/** The API's exposition, from its /metrics route over the fake stores, with a pool, hosts and a request. */
 async function apiExposition(): Promise<string> {
   const pools = new FakePools();
   pools.add({ entry: 'lab', name: 'crawl', size: 2, template: { imageKey: 'deb' } });
+  const hosts = new FakeHosts();
+  hosts.add('lab', 'h1', { proxies: 2 });
+  hosts.add('lab', 'h2', { survey: { reachable: false }, status: { phase: 'Cordoned', cordoned: true } });
   const app = await buildApi({
     store: new FakeStore(),
     pools,
+    hosts,
     log: createLogger({ name: 'prometheus-rules-test', level: 'silent' }),
     auth: new TokenAuth([{ token: TOKEN, role: 'read' }]),
     taskQueue: 'tq',
@@ -139,7 +144,8 @@ describe('deploy/prometheus rules against the code', () => {
   });
 
   it('every egress_* metric a rule reads is one the worker or the API exports', () => {
-    assert.ok(names.has('egress_pool_available') && names.has('egress_libvirt_rpc_duration_seconds_count'));
+    for (const n of ['egress_pool_available', 'egress_host_reachable', 'egress_libvirt_rpc_duration_seconds_count'])
+      assert.ok(names.has(n), `the exposition has ${n}`);
     const read = [...alerts, ...recording].flatMap((r) =>
       namesIn(r.expr).map((n) => ({ n, rule: r.alert ?? r.record })),
     );
