@@ -117,10 +117,21 @@ export function hostView(
 /** Host workflows open at once, read per list (pages of 1000). */
 const OPEN_HOSTS_MAX = 10_000;
 
-/** The open host workflows, from visibility (`WorkflowType = 'hostWorkflow'`, running). */
-export async function openHostWorkflows(client: Client, callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS): Promise<HostRef[]> {
+/** The visibility query of the open host workflows (of one task queue when given). */
+export function openHostsQuery(taskQueue?: string): string {
+  const parts = [`WorkflowType = '${HOST_WORKFLOW_TYPE}'`, `ExecutionStatus = 'Running'`];
+  if (taskQueue !== undefined) parts.push(`TaskQueue = '${taskQueue.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`);
+  return parts.join(' AND ');
+}
+
+/** The open host workflows, from visibility (`WorkflowType = 'hostWorkflow'`, running, on `taskQueue` when given). */
+export async function openHostWorkflows(
+  client: Client,
+  callTimeoutMs = DEFAULT_CALL_TIMEOUT_MS,
+  taskQueue?: string,
+): Promise<HostRef[]> {
   const namespace = client.options.namespace;
-  const query = `WorkflowType = '${HOST_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'`;
+  const query = openHostsQuery(taskQueue);
   const out: HostRef[] = [];
   let nextPageToken: Uint8Array | undefined;
   do {
@@ -142,6 +153,11 @@ export interface TemporalHostStoreOptions {
    * ProxyStore.providerHealth); undefined when none has answered yet.
    */
   survey: () => Promise<ProviderHealthResult | undefined>;
+  /**
+   * Only host workflows on this task queue count as known (the API's: where its cordons start
+   * them); unset: every open host workflow of the namespace.
+   */
+  taskQueue?: string;
   /** Deadline of one Temporal call, in ms (default DEFAULT_CALL_TIMEOUT_MS). */
   callTimeoutMs?: number;
   /** A survey read is kept this long, in ms (default 5000: surveys run every hostHealthIntervalMs). */
@@ -174,7 +190,7 @@ export function temporalHostStore(client: Client, o: TemporalHostStoreOptions): 
     return cached.survey;
   };
   const known = async (): Promise<{ survey: ProviderHealthResult | undefined; open: HostRef[]; known: KnownHosts }> => {
-    const [s, open] = await Promise.all([survey(), openHostWorkflows(client, callTimeoutMs)]);
+    const [s, open] = await Promise.all([survey(), openHostWorkflows(client, callTimeoutMs, o.taskQueue)]);
     return { survey: s, open, known: knownHostsOf(s, open) };
   };
   const viewOf = async (ref: HostRef, s: ProviderHealthResult | undefined, open: boolean): Promise<HostView> => {

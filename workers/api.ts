@@ -126,7 +126,10 @@ const app = await buildApi({
   store,
   pools: temporalPoolStore(client),
   // The hosts the API knows come from the provider-health schedule's last survey (docs/api.md, "Hosts").
-  hosts: temporalHostStore(client, { survey: async () => (await store.providerHealth())?.result }),
+  hosts: temporalHostStore(client, {
+    survey: async () => (await store.providerHealth())?.result,
+    taskQueue: values['task-queue'],
+  }),
   warmer: temporalWarmer(client),
   log,
   auth: () => auth,

@@ -20,6 +20,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { PROXY_DELETE_UPDATE } from '../../contracts/proxy.ts';
+import type { providerHealthWorkflow } from '../../workflows/index.ts';
 import { catalogOf, startCatalogPublisher } from '../../runtime/catalog.ts';
 import { startTestApi, writeTokens } from '../support/api.ts';
 import type { TestApi, TestTokens } from '../support/api.ts';
@@ -105,12 +106,25 @@ describe('Schemathesis conformance of the API (dev server, real worker)', { time
     worker = await startFleetWorker(connection, client, config, taskQueue);
     catalog = await startCatalogPublisher(client, taskQueue, catalogOf(config), { info() {}, warn() {} });
     tokens = await writeTokens(tmp);
-    api = await startTestApi(client, taskQueue, tokens, 5_000, (app) =>
-      app.addHook('onResponse', async (request, reply) => {
-        if (request.method === 'POST' && request.routeOptions.url === '/v1/proxies' && reply.statusCode === 201) {
-          answered201++;
-        }
-      }),
+    // The survey of this run's own host, so /v1/hosts answers 200s too (and the fuzzer cordons and
+    // drains only that host: the namespace's schedule lists other runs' hosts).
+    const survey = await client.workflow.execute<typeof providerHealthWorkflow>('providerHealthWorkflow', {
+      taskQueue,
+      workflowId: uniqueId('provider-health'),
+      workflowExecutionTimeout: '2 minutes',
+    });
+    api = await startTestApi(
+      client,
+      taskQueue,
+      tokens,
+      5_000,
+      (app) =>
+        app.addHook('onResponse', async (request, reply) => {
+          if (request.method === 'POST' && request.routeOptions.url === '/v1/proxies' && reply.statusCode === 201) {
+            answered201++;
+          }
+        }),
+      { survey: () => Promise.resolve(survey) },
     );
   });
 

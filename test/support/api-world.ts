@@ -32,7 +32,7 @@ export interface ApiWorldOptions {
   images?: Record<string, { url: string; sha256?: string }>;
   /** Publish the worker's catalog (what proxy and pool creates are checked against); default false. */
   catalog?: boolean;
-  /** The survey /v1/hosts knows hosts from (default: the provider-health schedule's). */
+  /** The survey /v1/hosts knows hosts from (default none: test/support/api.ts says why). */
   survey?: () => Promise<ProviderHealthResult | undefined>;
 }
 

@@ -52,7 +52,11 @@ export async function startTestApi(
   /** Runs on the app before it listens (hooks a test counts answers with). */
   beforeListen?: (app: FastifyInstance) => void,
   o: {
-    /** The survey /v1/hosts knows hosts from (default: the provider-health schedule's, as the API's). */
+    /**
+     * The survey /v1/hosts knows hosts from. Default: none (the provider-health schedule is the
+     * namespace's, shared by every test run: its hosts are other runs'), so only host workflows
+     * on `taskQueue` are known.
+     */
     survey?: () => Promise<ProviderHealthResult | undefined>;
   } = {},
 ): Promise<TestApi> {
@@ -73,7 +77,8 @@ export async function startTestApi(
     pools: temporalPoolStore(client, { callTimeoutMs }),
     hosts: temporalHostStore(client, {
       callTimeoutMs,
-      survey: o.survey ?? (async () => (await real.providerHealth())?.result),
+      taskQueue,
+      survey: o.survey ?? (() => Promise.resolve(undefined)),
     }),
     warmer: temporalWarmer(client),
     log: createLogger({ name: 'api-test', stream: 'stderr', level: logLevelFromEnv(process.env, 'warn') }),
