@@ -2,7 +2,8 @@
  * The worker refuses to start when open proxy workflows of its task queue sit on a host (or entry)
  * its providers file no longer has: exit 2, one fatal JSON line naming entry/host, the proxies and
  * the fix. With the host back in the file it starts. The proxy workflows are started on a task
- * queue nobody polls (until the second worker), with the search attributes a placed proxy has,
+ * queue nobody polls (until the second worker), with the search attributes a placed proxy has
+ * (two as members of a pool, whose members are proxy workflows too),
  * and terminated at the end.
  */
 import assert from 'node:assert/strict';
@@ -16,7 +17,7 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { openProxiesQuery } from '../../client/host-removal.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../contracts/proxy.ts';
-import { SA_PROVIDER_ENTRY, SA_PROXY_HOST } from '../../contracts/search-attributes.ts';
+import { SA_PROVIDER_ENTRY, SA_PROXY_HOST, SA_PROXY_POOL } from '../../contracts/search-attributes.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
 import { connectClient, PROJECT_ROOT, pollUntil, uniqueId } from '../support/temporal.ts';
 import { loadTestHosts } from '../support/testhosts.ts';
@@ -25,6 +26,7 @@ const pexec = promisify(execFile);
 const WORKER = join(PROJECT_ROOT, 'bin/worker');
 const ENTRY_KEY = defineSearchAttributeKey(SA_PROVIDER_ENTRY, SearchAttributeType.KEYWORD);
 const HOST_KEY = defineSearchAttributeKey(SA_PROXY_HOST, SearchAttributeType.KEYWORD);
+const POOL_KEY = defineSearchAttributeKey(SA_PROXY_POOL, SearchAttributeType.KEYWORD);
 
 let tmp: string;
 let client: Client;
@@ -40,8 +42,14 @@ after(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
-/** An open workflow of the proxy type on `taskQueue` whose search attributes place it on entry/host. */
-async function placedProxy(taskQueue: string, entry: string, name: string, host: string): Promise<WorkflowHandle> {
+/** An open workflow of the proxy type on `taskQueue` whose search attributes place it on entry/host (a member of `pool`). */
+async function placedProxy(
+  taskQueue: string,
+  entry: string,
+  name: string,
+  host: string,
+  pool?: string,
+): Promise<WorkflowHandle> {
   const h = await client.workflow.start(PROXY_WORKFLOW_TYPE, {
     workflowId: proxyWorkflowId(entry, name),
     taskQueue,
@@ -49,6 +57,7 @@ async function placedProxy(taskQueue: string, entry: string, name: string, host:
     typedSearchAttributes: [
       { key: ENTRY_KEY, value: entry },
       { key: HOST_KEY, value: host },
+      ...(pool === undefined ? [] : [{ key: POOL_KEY, value: `${entry}/${pool}` }]),
     ],
     workflowExecutionTimeout: '10 minutes',
   });
@@ -66,7 +75,9 @@ it(
     const entry = `hr${run}`;
     const taskQueue = uniqueId('hr');
     const images = { empty: { url: 'http://127.0.0.1:9/e.qcow2' } };
-    for (let i = 0; i < 7; i++) await placedProxy(taskQueue, entry, `p${i}`, removed.name);
+    // Five standalone proxies and two members of a pool (a pool's member is a proxy workflow too).
+    for (let i = 0; i < 5; i++) await placedProxy(taskQueue, entry, `p${i}`, removed.name);
+    for (const m of ['pool-aaaaa', 'pool-bbbbb']) await placedProxy(taskQueue, entry, m, removed.name, 'pool');
     const gone = await placedProxy(taskQueue, `${entry}old`, 'q0', 'hv-old');
     // Visibility answers once the starts are indexed (bounded).
     await pollUntil(
@@ -95,11 +106,12 @@ it(
     const fatal = refused.stdout
       .trim()
       .split('\n')
-      .map((l) => JSON.parse(l) as { level: string; msg: string; code?: string })
+      .map((l) => JSON.parse(l) as { level: string; msg: string; code?: string; stranded?: { proxies: string[] }[] })
       .find((l) => l.level === 'fatal');
     assert.ok(fatal, refused.stdout);
     assert.equal(fatal.code, 'HOSTS_REMOVED_WITH_PROXIES');
     assert.ok(fatal.msg.includes(`${entry}/${removed.name}: 7 proxies p0, p1, p2, p3, p4 (and 2 more)`), fatal.msg);
+    assert.deepEqual(fatal.stranded?.[0]?.proxies.slice(5), ['pool-aaaaa', 'pool-bbbbb'], 'the pool members counted');
     assert.ok(fatal.msg.includes(`${entry}old/hv-old (entry ${entry}old is not in the file): 1 proxy q0`), fatal.msg);
     assert.ok(fatal.msg.includes(`egressctl host drain ${entry}/${removed.name}`), fatal.msg);
     assert.ok(!refused.stdout.includes('"worker running"'), 'it never polled');
