@@ -83,59 +83,44 @@ function refusal(err: unknown): unknown {
   return err;
 }
 
-/** Cordon or drain: the update, starting the host's workflow when none is open. */
-async function withStart(
+/** A cordon or drain call: its update, starting the host's workflow when none is open. */
+export type HostStartAction = (
   client: Client,
   entry: string,
   host: string,
-  what: 'cordon' | 'drain',
   req: HostActionRequest,
   taskQueue: string,
-  o: HostCallOptions,
-): Promise<HostStatus> {
-  const startWorkflowOperation = new WithStartWorkflowOperation<typeof hostWorkflow>(HOST_WORKFLOW_TYPE, {
-    taskQueue,
-    workflowId: hostWorkflowId(entry, host),
-    args: [{ entry, host }],
-    memo: { entry, host, cordoned: true },
-    typedSearchAttributes: [{ key: ENTRY_KEY, value: entry }],
-    workflowIdConflictPolicy: 'USE_EXISTING',
-    workflowIdReusePolicy: 'ALLOW_DUPLICATE',
-    staticSummary: `host ${entry}/${host}: maintenance`,
-  });
+  o?: HostCallOptions,
+) => Promise<HostStatus>;
+
+function withStart(what: 'cordon' | 'drain'): HostStartAction {
   const update = what === 'cordon' ? hostCordonUpdate : hostDrainUpdate;
-  try {
-    return await withDeadline(client, `the ${what} update`, o.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS, () =>
-      client.workflow.executeUpdateWithStart(update, { args: [req], startWorkflowOperation }),
-    );
-  } catch (err) {
-    throw refusal(err);
-  }
+  return async (client, entry, host, req, taskQueue, o = {}) => {
+    const startWorkflowOperation = new WithStartWorkflowOperation<typeof hostWorkflow>(HOST_WORKFLOW_TYPE, {
+      taskQueue,
+      workflowId: hostWorkflowId(entry, host),
+      args: [{ entry, host }],
+      memo: { entry, host, cordoned: true },
+      typedSearchAttributes: [{ key: ENTRY_KEY, value: entry }],
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+      staticSummary: `host ${entry}/${host}: maintenance`,
+    });
+    try {
+      return await withDeadline(client, `the ${what} update`, o.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS, () =>
+        client.workflow.executeUpdateWithStart(update, { args: [req], startWorkflowOperation }),
+      );
+    } catch (err) {
+      throw refusal(err);
+    }
+  };
 }
 
 /** Cordons the host (no new placements; its proxies stay): the status after it. Idempotent. */
-export function cordonHost(
-  client: Client,
-  entry: string,
-  host: string,
-  req: HostActionRequest,
-  taskQueue: string,
-  o: HostCallOptions = {},
-): Promise<HostStatus> {
-  return withStart(client, entry, host, 'cordon', req, taskQueue, o);
-}
+export const cordonHost: HostStartAction = withStart('cordon');
 
 /** Cordons the host and starts moving its proxies off it: the status once the drain started. Idempotent. */
-export function drainHost(
-  client: Client,
-  entry: string,
-  host: string,
-  req: HostActionRequest,
-  taskQueue: string,
-  o: HostCallOptions = {},
-): Promise<HostStatus> {
-  return withStart(client, entry, host, 'drain', req, taskQueue, o);
-}
+export const drainHost: HostStartAction = withStart('drain');
 
 /**
  * Makes the host schedulable again (pools told of a drain are told it is over) and waits for the
