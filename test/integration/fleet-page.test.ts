@@ -3,8 +3,8 @@
  * server and a real worker: two pools on one namespaced test host, `web` of size 1 (its member's
  * VM boots an empty qcow2 from a loopback mirror: placed and Running, never Healthy) and `idle` of
  * size 0. The page, given a read token in its address's fragment, shows both pools with the counts
- * the API answers, the member with its host and state, and the hosts (a row per host when the API
- * serves /v1/hosts; "Hosts unavailable" when it answers 404); the token is not left in the page.
+ * the API answers, the member with its host and state, and the test host as /v1/hosts shows it
+ * (the run's own provider-health survey); the token is not left in the page.
  * A token the API refuses brings the token form back with the API's reason. A screenshot is kept
  * at .data/artifacts/fleet-page-<entry>.png for a person to look at.
  */
@@ -19,7 +19,6 @@ import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import type { NativeConnection } from '@temporalio/worker';
 import { TokenAuth } from '../../api/auth.ts';
-import { registerFleetPage } from '../../api/fleet-page.ts';
 import { buildApi } from '../../api/server.ts';
 import { TemporalUnavailableError } from '../../client/errors.ts';
 import type { HostView } from '../../contracts/host.ts';
@@ -29,6 +28,7 @@ import { createLogger } from '../../lib/log/logger.ts';
 import { catalogOf, startCatalogPublisher } from '../../runtime/catalog.ts';
 import { http, startTestApi, writeTokens } from '../support/api.ts';
 import type { TestApi, TestTokens } from '../support/api.ts';
+import { FakeHosts } from '../support/fake-hosts.ts';
 import { FakePools, FakeStore, fakeMember } from '../support/fake-store.ts';
 import { fleetConfig, startFleetWorker } from '../support/fleet.ts';
 import type { RunningWorker } from '../support/fleet.ts';
@@ -42,6 +42,7 @@ import {
   uniqueId,
 } from '../support/temporal.ts';
 import { loadTestHosts } from '../support/testhosts.ts';
+import type { providerHealthWorkflow } from '../../workflows/index.ts';
 import type { TestHost } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -135,10 +136,14 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
     worker = await startFleetWorker(connection, client, config, taskQueue);
     catalog = await startCatalogPublisher(client, taskQueue, catalogOf(config), { info() {}, warn() {} });
     tokens = await writeTokens(tmp);
-    api = await startTestApi(client, taskQueue, tokens, 10_000, (app) => {
-      // Until api/server.ts registers the page itself.
-      if (!app.hasRoute({ method: 'GET', url: '/fleet' })) registerFleetPage(app, {});
+    // The survey of this run's own host, which /v1/hosts knows hosts from (the namespace's
+    // schedule lists other runs' hosts).
+    const survey = await client.workflow.execute<typeof providerHealthWorkflow>('providerHealthWorkflow', {
+      taskQueue,
+      workflowId: uniqueId('provider-health'),
+      workflowExecutionTimeout: '2 minutes',
     });
+    api = await startTestApi(client, taskQueue, tokens, 10_000, undefined, { survey: () => Promise.resolve(survey) });
   });
 
   after(async () => {
@@ -186,8 +191,6 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
     );
     const member = st.members[0]!;
     assert.equal(member.host, host.name);
-    const hostsReply = await call('GET', '/v1/hosts');
-    assert.ok([200, 404].includes(hostsReply.status), hostsReply.text);
     // Both pools listed (visibility is eventually consistent).
     await pollUntil(
       async () => {
@@ -219,22 +222,19 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
     assert.match(m[6]!, /^\d+(s|m \d+s)$/, 'an age');
     assert.equal(m[8], 'empty (rev 1)');
 
-    const hosts = section(dom, 'hosts');
-    if (hostsReply.status === 200) {
-      // The hosts the API knows (the last provider-health survey's and those under maintenance):
-      // each is a row, with the API's cordon and proxy count.
-      const views = hostsReply.body['hosts'] as HostView[];
-      if (views.length === 0) assert.match(text(hosts), /No hosts\./);
-      for (const view of views) {
-        const h = row(hosts, `${view.entry}/${view.host}`);
-        assert.ok(h, `a row for host ${view.entry}/${view.host}: ${text(hosts)}`);
-        // Host, Reachable, Cordoned, Free memory, CPUs, Proxies, Surveyed, Error.
-        assert.ok(view.cordoned ? h[2]!.startsWith(view.phase) : h[2] === 'no', h.join(' | '));
-        assert.match(h[5]!, /^\d+( of \d+)?$/, h.join(' | '));
-      }
-    } else {
-      assert.match(text(hosts), /Hosts unavailable: this API does not serve \/v1\/hosts/);
-    }
+    // The test host as GET /v1/hosts shows it (read after the page: its proxy count is visibility's).
+    const hostsReply = await call('GET', `/v1/hosts?entry=${entry}`);
+    assert.equal(hostsReply.status, 200, hostsReply.text);
+    const view = (hostsReply.body['hosts'] as HostView[]).find((v) => v.host === host.name);
+    assert.ok(view?.reachable === true && view.memoryFreeMiB !== undefined, hostsReply.text);
+    const h = row(section(dom, 'hosts'), `${entry}/${host.name}`);
+    assert.ok(h, `a row for host ${entry}/${host.name}: ${text(section(dom, 'hosts'))}`);
+    // Host, Reachable, Cordoned, Free memory, CPUs, Proxies, Surveyed, Error.
+    assert.deepEqual(h.slice(1, 3), ['yes', 'no'], h.join(' | '));
+    assert.match(h[3]!, /^\d+(\.\d)? (MiB|GiB) of \d+(\.\d)? (MiB|GiB)$/, h.join(' | '));
+    assert.equal(h[4], String(view.cpus));
+    assert.match(h[5]!, /^\d+$/, h.join(' | '));
+    assert.match(h[6]!, /\d/, 'when it was surveyed');
 
     await mkdir(ARTIFACTS, { recursive: true });
     const shot = join(ARTIFACTS, `fleet-page-${entry}.png`);
@@ -258,35 +258,37 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
 
 /**
  * The page's own behaviour where the real API cannot be made to answer it on demand: the API's
- * routes over stand-in stores (test/support/fake-store.ts) and a stand-in GET /v1/hosts (where the
- * API does not serve one). A value holding HTML is shown as text, a cordoned and an unreachable
- * host as such, a later refresh shows changed counts, and while the API answers 503 the page says
- * so and retries, then recovers.
+ * routes over stand-in stores (test/support/fake-store.ts, fake-hosts.ts). A value holding HTML
+ * is shown as text, a cordoned and an unreachable host as such, a later refresh shows changed
+ * counts, while the API answers 503 the page says so and retries, then recovers, and an API
+ * without /v1/hosts (404) leaves the hosts out and shows the rest.
  */
 describe('the fleet page in headless chromium (the API over stand-in stores)', { timeout: 180_000 }, () => {
   const READ = 'fleet-page-read-token-0123456789';
   let app: FastifyInstance;
   let base: string;
+  const standInApi = (o: { pools: FakePools; hosts?: FakeHosts }): Promise<FastifyInstance> =>
+    buildApi({
+      store: new FakeStore(),
+      ...o,
+      log: createLogger({ name: 'fleet-page-test', level: 'silent' }),
+      auth: new TokenAuth([{ token: READ, role: 'read' }]),
+      taskQueue: 'tq',
+    });
   const pools = new FakePools();
   let lists = 0;
   /** listPools answers 503 for calls number < failUntil (1-based), then as the store says. */
   let failUntil = 0;
-  const hostsServed: HostView[] = [
-    {
-      entry: 'lab',
-      host: 'hv1',
-      phase: 'Schedulable',
-      cordoned: false,
-      reachable: true,
-      memoryFreeMiB: 12_000,
-      memoryTotalMiB: 16_000,
-      cpus: 8,
-      proxies: 1,
-      maxProxies: 20,
-      surveyedAt: '2026-01-01T00:00:00.000Z',
-    },
-    { entry: 'lab', host: 'hv2', phase: 'Draining', cordoned: true, reason: 'kernel', reachable: false, proxies: 1 },
-  ];
+  const hosts = new FakeHosts();
+  hosts.add('lab', 'hv1', {
+    survey: { memoryFreeMiB: 12_000, memoryTotalMiB: 16_000, cpus: 8, maxProxies: 20 },
+    proxies: 1,
+  });
+  hosts.add('lab', 'hv2', {
+    survey: { reachable: false, error: 'ssh: timeout' },
+    status: { phase: 'Draining', cordoned: true, reason: 'kernel' },
+    proxies: 1,
+  });
   const xss = '<img src=x onerror="document.title=1"> boom';
 
   before(async () => {
@@ -312,15 +314,7 @@ describe('the fleet page in headless chromium (the API over stand-in stores)', {
         ],
       },
     );
-    app = await buildApi({
-      store: new FakeStore(),
-      pools,
-      log: createLogger({ name: 'fleet-page-test', level: 'silent' }),
-      auth: new TokenAuth([{ token: READ, role: 'read' }]),
-      taskQueue: 'tq',
-    });
-    if (!app.hasRoute({ method: 'GET', url: '/fleet' })) registerFleetPage(app, {});
-    if (!app.hasRoute({ method: 'GET', url: '/v1/hosts' })) app.get('/v1/hosts', () => ({ hosts: hostsServed }));
+    app = await standInApi({ pools, hosts });
     base = await app.listen({ host: '127.0.0.1', port: 0 });
   });
   after(async () => {
@@ -353,7 +347,7 @@ describe('the fleet page in headless chromium (the API over stand-in stores)', {
     assert.match(hv1[6]!, /\d/, 'when it was surveyed');
     const hv2 = row(hosts, 'lab/hv2');
     assert.deepEqual(hv2?.slice(0, 3), ['lab/hv2', 'no', 'Draining: kernel'], hv2?.join(' | '));
-    assert.equal(hv2[6], '', 'never surveyed');
+    assert.equal(hv2[7], 'ssh: timeout', 'the survey error');
   });
 
   it('while the API answers 503 the page says so and retries with backoff; then it recovers', async () => {
@@ -370,5 +364,18 @@ describe('the fleet page in headless chromium (the API over stand-in stores)', {
     const recovered = (await chromium('--dump-dom', fleetUrl(base, READ))).stdout;
     assert.match(recovered, /<body[^>]*data-state="ok"/, text(recovered).slice(0, 2000));
     assert.ok(row(section(recovered, 'pools'), 'lab/crawl'), 'the pool shown after the retry');
+  });
+
+  it('an API that does not serve /v1/hosts: "Hosts unavailable", the pools still shown', async () => {
+    const bare = await standInApi({ pools });
+    try {
+      const url = await bare.listen({ host: '127.0.0.1', port: 0 });
+      const dom = (await chromium('--dump-dom', fleetUrl(url, READ))).stdout;
+      assert.match(dom, /<body[^>]*data-state="ok"/, text(dom).slice(0, 2000));
+      assert.match(text(section(dom, 'hosts')), /Hosts unavailable: this API does not serve \/v1\/hosts\./);
+      assert.ok(row(section(dom, 'pools'), 'lab/crawl'), 'the pool shown');
+    } finally {
+      await bare.close();
+    }
   });
 });

@@ -12,6 +12,7 @@ import { TokenAuth } from '../../api/auth.ts';
 import { FLEET_PAGE_CSP, registerFleetPage } from '../../api/fleet-page.ts';
 import { buildApi } from '../../api/server.ts';
 import { createLogger } from '../../lib/log/logger.ts';
+import { FakeHosts } from '../support/fake-hosts.ts';
 import { FakePools, FakeStore } from '../support/fake-store.ts';
 
 const READER = 'r'.repeat(20) + 'read-token';
@@ -21,9 +22,9 @@ const log = createLogger({ name: 'test', level: 'silent' });
 describe('the fleet page in the API', () => {
   let app: FastifyInstance;
   before(async () => {
-    app = await buildApi({ store: new FakeStore(), pools: new FakePools(), log, auth, taskQueue: 'tq' });
-    // Until api/server.ts registers it, the test does (the same call the server makes).
-    if (!app.hasRoute({ method: 'GET', url: '/fleet' })) registerFleetPage(app, {});
+    const hosts = new FakeHosts();
+    hosts.add('e', 'h1');
+    app = await buildApi({ store: new FakeStore(), pools: new FakePools(), hosts, log, auth, taskQueue: 'tq' });
   });
   after(async () => {
     await app.close();
@@ -80,13 +81,15 @@ describe('the fleet page in the API', () => {
   });
 
   it('the JSON routes the page calls still need a token (401 without, 200 with a read token)', async () => {
-    for (const url of ['/v1/pools', '/v1/pools/e/p', '/v1/proxies']) {
+    for (const url of ['/v1/pools', '/v1/pools/e/p', '/v1/hosts', '/v1/proxies']) {
       const none = await app.inject({ url });
       assert.equal(none.statusCode, 401, url);
       assert.equal(none.json<{ error: { code: string } }>().error.code, 'UNAUTHENTICATED', url);
     }
-    const listed = await app.inject({ url: '/v1/pools', headers: { authorization: `Bearer ${READER}` } });
-    assert.equal(listed.statusCode, 200, listed.body);
+    for (const url of ['/v1/pools', '/v1/hosts']) {
+      const listed = await app.inject({ url, headers: { authorization: `Bearer ${READER}` } });
+      assert.equal(listed.statusCode, 200, `${url}: ${listed.body}`);
+    }
   });
 
   it('the page is left out of the OpenAPI document', async () => {
