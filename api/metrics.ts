@@ -40,13 +40,12 @@ export function createMetrics(
   });
   // One visibility scrape feeds the three gauges below: prom-client collects them concurrently.
   const timeoutMs = options.scrapeTimeoutMs ?? 5_000;
-  let scrape: { at: number; result: Promise<Scrape | undefined> } | undefined;
-  const scrapeOnce = (): Promise<Scrape | undefined> => {
-    if (scrape === undefined || Date.now() - scrape.at > 1_000) {
-      scrape = { at: Date.now(), result: countAll(store, timeoutMs).catch(() => undefined) };
-    }
-    return scrape.result;
-  };
+  // A failed count is counted by egress_api_temporal_up's collect (operation count).
+  const scrapeOnce = oncePerScrape(
+    () => countAll(store),
+    timeoutMs,
+    () => undefined,
+  );
   new Gauge({
     name: 'egress_api_temporal_up',
     help: '1 if the last scrape could count proxies in Temporal visibility, else 0',
@@ -103,29 +102,17 @@ export function createMetrics(
  */
 function poolGauges(registry: Registry, pools: PoolStore, timeoutMs: number, errors: Counter<'operation'>): void {
   const FIELDS = ['desired', 'healthy', 'available', 'spares', 'updated', 'replacements', 'rollbacks'] as const;
-  let scrape: { at: number; result: Promise<PoolSummary[] | undefined> } | undefined;
-  const listOnce = (): Promise<PoolSummary[] | undefined> => {
-    if (scrape === undefined || Date.now() - scrape.at > 1_000) {
-      const all = async (): Promise<PoolSummary[]> => {
-        const out: PoolSummary[] = [];
-        let token: Uint8Array | undefined;
-        do {
-          const page = await pools.listPools(poolListQuery({ openOnly: true }), 1000, token);
-          out.push(...page.items);
-          token = page.nextPageToken;
-        } while (token !== undefined && out.length < POOLS_MAX);
-        return out;
-      };
-      scrape = {
-        at: Date.now(),
-        result: withTimeout(all(), timeoutMs).catch(() => {
-          errors.inc({ operation: 'pools' });
-          return undefined;
-        }),
-      };
-    }
-    return scrape.result;
+  const all = async (): Promise<PoolSummary[]> => {
+    const out: PoolSummary[] = [];
+    let token: Uint8Array | undefined;
+    do {
+      const page = await pools.listPools(poolListQuery({ openOnly: true }), 1000, token);
+      out.push(...page.items);
+      token = page.nextPageToken;
+    } while (token !== undefined && out.length < POOLS_MAX);
+    return out;
   };
+  const listOnce = oncePerScrape(all, timeoutMs, () => errors.inc({ operation: 'pools' }));
   const help: Record<(typeof FIELDS)[number], string> = {
     desired: 'Members a pool keeps in discovery (its size)',
     healthy: 'Members of a pool whose Healthy condition is True (any role)',
@@ -160,19 +147,11 @@ function poolGauges(registry: Registry, pools: PoolStore, timeoutMs: number, err
  * and whether it is cordoned.
  */
 function hostGauges(registry: Registry, hosts: HostStore, timeoutMs: number, errors: Counter<'operation'>): void {
-  let scrape: { at: number; result: Promise<HostView[] | undefined> } | undefined;
-  const listOnce = (): Promise<HostView[] | undefined> => {
-    if (scrape === undefined || Date.now() - scrape.at > 1_000) {
-      scrape = {
-        at: Date.now(),
-        result: withTimeout(hosts.listHosts(), timeoutMs).catch(() => {
-          errors.inc({ operation: 'hosts' });
-          return undefined;
-        }),
-      };
-    }
-    return scrape.result;
-  };
+  const listOnce = oncePerScrape(
+    () => hosts.listHosts(),
+    timeoutMs,
+    () => errors.inc({ operation: 'hosts' }),
+  );
   const gauge = (name: string, help: string, value: (h: HostView) => number | undefined): void => {
     new Gauge({
       name,
@@ -207,19 +186,41 @@ interface Scrape {
   healthy: number;
 }
 
-async function countAll(store: ProxyStore, timeoutMs: number): Promise<Scrape> {
-  const [byState, healthy] = await withTimeout(
-    Promise.all([
-      Promise.all(
-        PROXY_STATES.map(
-          async (state) => [state, await store.count(listQuery({ state, openOnly: OPEN_STATES.has(state) }))] as const,
-        ),
+async function countAll(store: ProxyStore): Promise<Scrape> {
+  const [byState, healthy] = await Promise.all([
+    Promise.all(
+      PROXY_STATES.map(
+        async (state) => [state, await store.count(listQuery({ state, openOnly: OPEN_STATES.has(state) }))] as const,
       ),
-      store.count(listQuery({ healthy: true, openOnly: true })),
-    ]),
-    timeoutMs,
-  );
+    ),
+    store.count(listQuery({ healthy: true, openOnly: true })),
+  ]);
   return { byState, healthy };
+}
+
+/**
+ * `read` at most once a second, shared by the gauges one scrape collects concurrently, bounded by
+ * `timeoutMs`; a failure is counted (`onError`) and reads as undefined (the gauges are then absent).
+ */
+function oncePerScrape<T>(
+  read: () => Promise<T>,
+  timeoutMs: number,
+  onError: () => void,
+): () => Promise<T | undefined> {
+  let scrape: { at: number; result: Promise<T | undefined> } | undefined;
+  return () => {
+    if (scrape === undefined || Date.now() - scrape.at > 1_000) {
+      scrape = {
+        at: Date.now(),
+        // A store that throws at once (not a rejected promise) is caught too: never a failed scrape.
+        result: withTimeout(Promise.resolve().then(read), timeoutMs).catch(() => {
+          onError();
+          return undefined;
+        }),
+      };
+    }
+    return scrape.result;
+  };
 }
 
 function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {

@@ -135,3 +135,13 @@ export class FakeHosts implements HostStore {
     return Promise.resolve({ kind: 'done', status: h.status });
   }
 }
+
+/** A HostStore that asks whichever FakeHosts `current` returns (a test that makes a new one per case). */
+export function hostsOf(current: () => FakeHosts): HostStore {
+  return {
+    knownHosts: () => current().knownHosts(),
+    listHosts: (entry) => current().listHosts(entry),
+    getHost: (entry, host) => current().getHost(entry, host),
+    act: (action, entry, host, req, taskQueue) => current().act(action, entry, host, req, taskQueue),
+  };
+}

@@ -14,7 +14,7 @@ import { buildApi } from '../../api/server.ts';
 import { TemporalUnavailableError } from '../../client/errors.ts';
 import type { HostView } from '../../contracts/host.ts';
 import { createLogger } from '../../lib/log/logger.ts';
-import { FakeHosts, SURVEYED_AT } from '../support/fake-hosts.ts';
+import { FakeHosts, hostsOf, SURVEYED_AT } from '../support/fake-hosts.ts';
 import { FakeStore } from '../support/fake-store.ts';
 
 const ADMIN = 'a'.repeat(32);
@@ -28,12 +28,7 @@ describe('host routes', () => {
     hosts = new FakeHosts();
     app = await buildApi({
       store: new FakeStore(),
-      hosts: {
-        knownHosts: () => hosts.knownHosts(),
-        listHosts: (e) => hosts.listHosts(e),
-        getHost: (e, h) => hosts.getHost(e, h),
-        act: (a, e, h, r, tq) => hosts.act(a, e, h, r, tq),
-      },
+      hosts: hostsOf(() => hosts),
       log: createLogger({ name: 'api-hosts-test', level: 'silent' }),
       auth: new TokenAuth([
         { token: ADMIN, role: 'admin' },
@@ -217,6 +212,16 @@ describe('host routes', () => {
     // A host never surveyed has no survey figures (absent, not 0).
     assert.ok(!lines.some((l) => /_(reachable|memory_free_bytes)\{entry="lab",host="h9"\}/.test(l)), lines.join('\n'));
     assert.equal(hosts.calls['listHosts'], 1, 'one listing feeds the four gauges');
+  });
+
+  it('/metrics without an answer from the host store: no egress_host_* line, the failure counted', async () => {
+    await new Promise((r) => setTimeout(r, 1_100)); // past the previous scrape's second
+    hosts.failWith = new TemporalUnavailableError('deadline');
+    const text = (await call('GET', '/metrics', undefined, READER)).body;
+    assert.ok(!/^egress_host_\w+\{/m.test(text), text);
+    // The counter is written before the gauges collect: the next scrape (the same failed listing) shows it.
+    const next = (await call('GET', '/metrics', undefined, READER)).body;
+    assert.match(next, /^egress_api_temporal_errors_total\{operation="hosts"\} 1$/m);
   });
 
   it("the OpenAPI document has the five operations; the actions' body is optional", async () => {

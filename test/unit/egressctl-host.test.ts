@@ -15,7 +15,7 @@ import type { Context } from '../../cli/command.ts';
 import { findCommand } from '../../cli/commands/index.ts';
 import { CliError, EXIT } from '../../cli/http.ts';
 import { createLogger } from '../../lib/log/logger.ts';
-import { FakeHosts } from '../support/fake-hosts.ts';
+import { FakeHosts, hostsOf } from '../support/fake-hosts.ts';
 import { FakeStore } from '../support/fake-store.ts';
 
 const ADMIN = 't'.repeat(32);
@@ -29,12 +29,7 @@ describe('egressctl host commands', () => {
   before(async () => {
     app = await buildApi({
       store: new FakeStore(),
-      hosts: {
-        knownHosts: () => hosts.knownHosts(),
-        listHosts: (e) => hosts.listHosts(e),
-        getHost: (e, h) => hosts.getHost(e, h),
-        act: (a, e, h, r, tq) => hosts.act(a, e, h, r, tq),
-      },
+      hosts: hostsOf(() => hosts),
       log: createLogger({ name: 'egressctl-host-test', level: 'silent' }),
       auth: new TokenAuth([
         { token: ADMIN, role: 'admin' },
