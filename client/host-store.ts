@@ -67,30 +67,60 @@ export function hostOfWorkflowId(workflowId: string): HostRef | undefined {
   return m === null ? undefined : { entry: m[1]!, host: m[2]! };
 }
 
+/** What the survey source answers: the latest run's result, and whether that run still runs (then it is partial). */
+export interface SurveyRead {
+  result: ProviderHealthResult;
+  running: boolean;
+}
+
+/** The surveys as the store reads them: each entry's hosts with the time of the run they come from. */
+export interface HostSurveys {
+  /** The newest run's time. */
+  at: string;
+  entries: { entry: string; at: string; hosts: HostSurvey[] }[];
+}
+
+/**
+ * The survey to show: the latest run's entries and, while it still runs (it surveys entry by
+ * entry), the entries it has not reached yet from the last complete run, so that no host drops out
+ * of the list (and its gauges out of /metrics) every time a survey starts.
+ */
+export function surveysOf(read: SurveyRead, lastComplete: ProviderHealthResult | undefined): HostSurveys {
+  const entries = read.result.entries.map((e) => ({ entry: e.entry, at: read.result.at, hosts: e.hosts }));
+  if (read.running && lastComplete !== undefined) {
+    const have = new Set(entries.map((e) => e.entry));
+    for (const e of lastComplete.entries) {
+      if (!have.has(e.entry)) entries.push({ entry: e.entry, at: lastComplete.at, hosts: e.hosts });
+    }
+  }
+  return { at: read.result.at, entries };
+}
+
 /** The known hosts: the survey's and the open workflows', once each, sorted. */
-export function knownHostsOf(survey: ProviderHealthResult | undefined, open: readonly HostRef[]): KnownHosts {
+export function knownHostsOf(survey: HostSurveys | undefined, open: readonly HostRef[]): KnownHosts {
   const all = new Map<string, HostRef>();
   for (const e of survey?.entries ?? [])
-    for (const h of e.hosts) all.set(key(h.entry, h.host), { entry: h.entry, host: h.host });
+    for (const h of e.hosts) all.set(key(e.entry, h.host), { entry: e.entry, host: h.host });
   for (const r of open) all.set(key(r.entry, r.host), { entry: r.entry, host: r.host });
   const hosts = [...all.values()].sort((a, b) => a.entry.localeCompare(b.entry) || a.host.localeCompare(b.host));
   return survey === undefined ? { hosts } : { hosts, surveyedAt: survey.at };
 }
 
-/** A host's survey line, or undefined. */
+/** A host's survey line and when it was taken, or undefined. */
 export function surveyOf(
-  survey: ProviderHealthResult | undefined,
+  survey: HostSurveys | undefined,
   entry: string,
   host: string,
-): HostSurvey | undefined {
-  return survey?.entries.find((e) => e.entry === entry)?.hosts.find((h) => h.host === host);
+): { line: HostSurvey; at: string } | undefined {
+  const e = survey?.entries.find((x) => x.entry === entry);
+  const line = e?.hosts.find((h) => h.host === host);
+  return e === undefined || line === undefined ? undefined : { line, at: e.at };
 }
 
 /** The HostView of a host from its status, its survey line (if any) and its count of proxies. */
 export function hostView(
   status: HostStatus,
-  s: HostSurvey | undefined,
-  surveyedAt: string | undefined,
+  s: { line: HostSurvey; at: string } | undefined,
   proxies: number,
 ): HostView {
   const v: HostView = {
@@ -104,12 +134,12 @@ export function hostView(
   if (status.reason !== undefined) v.reason = status.reason;
   if (status.drain !== undefined) v.drain = status.drain;
   if (s !== undefined) {
-    v.reachable = s.reachable;
-    if (surveyedAt !== undefined) v.surveyedAt = surveyedAt;
+    v.reachable = s.line.reachable;
+    v.surveyedAt = s.at;
     for (const k of ['memoryTotalMiB', 'memoryFreeMiB', 'cpus', 'maxProxies'] as const) {
-      if (s[k] !== undefined) v[k] = s[k];
+      if (s.line[k] !== undefined) v[k] = s.line[k];
     }
-    if (s.error !== undefined) v.error = s.error;
+    if (s.line.error !== undefined) v.error = s.line.error;
   }
   return v;
 }
@@ -149,10 +179,10 @@ export async function openHostWorkflows(
 
 export interface TemporalHostStoreOptions {
   /**
-   * The last provider-health survey (workers/api.ts: the schedule's latest run that answers, via
+   * The latest provider-health survey (workers/api.ts: the schedule's latest run that answers,
    * ProxyStore.providerHealth); undefined when none has answered yet.
    */
-  survey: () => Promise<ProviderHealthResult | undefined>;
+  survey: () => Promise<SurveyRead | undefined>;
   /**
    * Only host workflows on this task queue count as known (the API's: where its cordons start
    * them); unset: every open host workflow of the namespace.
@@ -180,25 +210,30 @@ export function temporalHostStore(client: Client, o: TemporalHostStoreOptions): 
   const callTimeoutMs = o.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS;
   const cacheMs = o.surveyCacheMs ?? 5_000;
   const co = { callTimeoutMs };
-  let cached: { at: number; survey: Promise<ProviderHealthResult | undefined> } | undefined;
-  const survey = (): Promise<ProviderHealthResult | undefined> => {
+  let cached: { at: number; survey: Promise<HostSurveys | undefined> } | undefined;
+  let lastComplete: ProviderHealthResult | undefined;
+  const survey = (): Promise<HostSurveys | undefined> => {
     if (cached === undefined || Date.now() - cached.at >= cacheMs) {
-      const read = o.survey();
+      const read = o.survey().then((r) => {
+        if (r === undefined) return undefined;
+        if (!r.running) lastComplete = r.result;
+        return surveysOf(r, lastComplete);
+      });
       cached = { at: Date.now(), survey: read };
       read.catch(() => (cached = undefined));
     }
     return cached.survey;
   };
-  const known = async (): Promise<{ survey: ProviderHealthResult | undefined; open: HostRef[]; known: KnownHosts }> => {
+  const known = async (): Promise<{ survey: HostSurveys | undefined; open: HostRef[]; known: KnownHosts }> => {
     const [s, open] = await Promise.all([survey(), openHostWorkflows(client, callTimeoutMs, o.taskQueue)]);
     return { survey: s, open, known: knownHostsOf(s, open) };
   };
-  const viewOf = async (ref: HostRef, s: ProviderHealthResult | undefined, open: boolean): Promise<HostView> => {
+  const viewOf = async (ref: HostRef, s: HostSurveys | undefined, open: boolean): Promise<HostView> => {
     const [status, proxies] = await Promise.all([
       open ? hostStatus(client, ref.entry, ref.host) : Promise.resolve(schedulableHost(ref.entry, ref.host)),
       countProxiesOnHost(client, ref.entry, ref.host, co),
     ]);
-    return hostView(status, surveyOf(s, ref.entry, ref.host), s?.at, proxies);
+    return hostView(status, surveyOf(s, ref.entry, ref.host), proxies);
   };
   const refused = async (fn: () => Promise<HostStatus>): Promise<HostActionResult> => {
     try {

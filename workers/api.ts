@@ -127,7 +127,7 @@ const app = await buildApi({
   pools: temporalPoolStore(client),
   // The hosts the API knows come from the provider-health schedule's last survey (docs/api.md, "Hosts").
   hosts: temporalHostStore(client, {
-    survey: async () => (await store.providerHealth())?.result,
+    survey: () => store.providerHealth(),
     taskQueue: values['task-queue'],
   }),
   warmer: temporalWarmer(client),

@@ -124,7 +124,7 @@ describe('Schemathesis conformance of the API (dev server, real worker)', { time
             answered201++;
           }
         }),
-      { survey: () => Promise.resolve(survey) },
+      { survey: () => Promise.resolve({ result: survey, running: false }) },
     );
   });
 

@@ -44,7 +44,10 @@ describe('host routes (dev server, real worker, one test host)', { timeout: 300_
     );
 
   before(async () => {
-    w = await startApiWorld({ prefix: 'hs', survey: () => Promise.resolve(survey) });
+    w = await startApiWorld({
+      prefix: 'hs',
+      survey: () => Promise.resolve(survey && { result: survey, running: false }),
+    });
     host = w.hosts[0]!.name;
     // The real survey, run on this test's queue (the schedule is the namespace's, shared by every run).
     survey = await w.client.workflow.execute<typeof providerHealthWorkflow>('providerHealthWorkflow', {

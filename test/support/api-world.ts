@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
-import type { ProviderHealthResult } from '../../contracts/fleet.ts';
+import type { SurveyRead } from '../../client/host-store.ts';
 import { PROXY_DELETE_UPDATE, PROXY_WORKFLOW_TYPE } from '../../contracts/proxy.ts';
 import type { ProvidersConfig } from '../../lib/config/index.ts';
 import { catalogOf, startCatalogPublisher } from '../../runtime/catalog.ts';
@@ -33,7 +33,7 @@ export interface ApiWorldOptions {
   /** Publish the worker's catalog (what proxy and pool creates are checked against); default false. */
   catalog?: boolean;
   /** The survey /v1/hosts knows hosts from (default none: test/support/api.ts says why). */
-  survey?: () => Promise<ProviderHealthResult | undefined>;
+  survey?: () => Promise<SurveyRead | undefined>;
 }
 
 export interface ApiWorld {

@@ -13,7 +13,7 @@ import { temporalWarmer } from '../../client/warm.ts';
 import { temporalStore } from '../../client/store.ts';
 import { temporalPoolStore } from '../../client/pools.ts';
 import { temporalHostStore } from '../../client/host-store.ts';
-import type { ProviderHealthResult } from '../../contracts/fleet.ts';
+import type { SurveyRead } from '../../client/host-store.ts';
 import type { ProxyStore } from '../../client/store.ts';
 import { createLogger, logLevelFromEnv } from '../../lib/log/logger.ts';
 
@@ -57,7 +57,7 @@ export async function startTestApi(
      * namespace's, shared by every test run: its hosts are other runs'), so only host workflows
      * on `taskQueue` are known.
      */
-    survey?: () => Promise<ProviderHealthResult | undefined>;
+    survey?: () => Promise<SurveyRead | undefined>;
   } = {},
 ): Promise<TestApi> {
   const real = temporalStore(client, { callTimeoutMs });

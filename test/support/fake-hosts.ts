@@ -5,8 +5,15 @@
  */
 import type { HostSurvey } from '../../contracts/fleet.ts';
 import type { HostActionRequest, HostStatus, HostView } from '../../contracts/host.ts';
-import { hostView, knownHostsOf } from '../../client/host-store.ts';
-import type { HostAction, HostActionResult, HostRef, HostStore, KnownHosts } from '../../client/host-store.ts';
+import { hostView, knownHostsOf, surveyOf } from '../../client/host-store.ts';
+import type {
+  HostAction,
+  HostActionResult,
+  HostRef,
+  HostStore,
+  HostSurveys,
+  KnownHosts,
+} from '../../client/host-store.ts';
 import { schedulableHost } from '../../client/hosts.ts';
 
 export interface FakeHost {
@@ -62,22 +69,27 @@ export class FakeHosts implements HostStore {
     return h;
   }
 
+  #surveys(): HostSurveys | undefined {
+    if (this.noSurvey) return undefined;
+    const surveyed = [...this.hosts.values()].flatMap((h) => (h.survey ? [h.survey] : []));
+    const entries = [...new Set(surveyed.map((s) => s.entry))].map((entry) => ({
+      entry,
+      at: SURVEYED_AT,
+      hosts: surveyed.filter((s) => s.entry === entry),
+    }));
+    return { at: SURVEYED_AT, entries };
+  }
+
   #known(): KnownHosts {
-    const surveyed = [...this.hosts.values()].flatMap((h) => (h.survey && !this.noSurvey ? [h.survey] : []));
-    const entries = [...new Set(surveyed.map((s) => s.entry))].map((entry) => {
-      const hosts = surveyed.filter((s) => s.entry === entry);
-      return { entry, ready: hosts.filter((s) => s.reachable).length, total: hosts.length, hosts };
-    });
     const open: HostRef[] = [...this.hosts.values()]
       .filter((h) => h.status.phase !== 'Schedulable')
       .map((h) => ({ entry: h.status.entry, host: h.status.host }));
-    return knownHostsOf(this.noSurvey ? undefined : { at: SURVEYED_AT, entries }, open);
+    return knownHostsOf(this.#surveys(), open);
   }
 
   #view(ref: HostRef): HostView {
     const h = this.hosts.get(`${ref.entry}/${ref.host}`)!;
-    const s = this.noSurvey ? undefined : h.survey;
-    return hostView(h.status, s, s === undefined ? undefined : SURVEYED_AT, h.proxies);
+    return hostView(h.status, surveyOf(this.#surveys(), ref.entry, ref.host), h.proxies);
   }
 
   knownHosts(): Promise<KnownHosts> {
