@@ -29,6 +29,10 @@ const drainSchema = {
       },
     },
     remaining: { type: 'integer', description: 'proxies still on the host at the last pass' },
+    lastError: {
+      type: 'string',
+      description: 'what the last pass could not read (`code: message`); absent when it read all',
+    },
   },
 } as const;
 

@@ -32,6 +32,7 @@ function drainView(h: HostView) {
   const asked = h.drain?.proxies.filter((p) => p.state === 'asked').length ?? 0;
   const gone = h.drain?.proxies.filter((p) => p.state === 'gone').length ?? 0;
   const errors = h.drain?.proxies.filter((p) => p.error !== undefined).map((p) => `${p.name}: ${p.error}`) ?? [];
+  if (h.drain?.lastError !== undefined) errors.push(`last pass: ${h.drain.lastError}`);
   return { phase: h.phase, proxies: h.proxies, remaining: h.drain?.remaining, asked, gone, errors };
 }
 

@@ -124,6 +124,17 @@ describe('host routes', () => {
     });
     const drain = await call('POST', '/v1/hosts/lab/h1/drain');
     assert.equal(drain.statusCode, 200, drain.body);
+    // Every field of the drain's progress is answered (the serializer drops what the schema lacks).
+    const h1 = hosts.hosts.get('lab/h1')!;
+    h1.status.drain = {
+      startedAt: '2026-12-01T11:00:00.000Z',
+      finishedAt: '2026-12-01T11:05:00.000Z',
+      proxies: [{ name: 'p1', pool: 'lab/crawl', state: 'asked', error: 'E: x' }],
+      remaining: 1,
+      lastError: 'KVM2_TIMEOUT: no answer',
+    };
+    const read = json<{ host: HostView }>(await call('GET', '/v1/hosts/lab/h1')).host;
+    assert.deepEqual(read.drain, h1.status.drain);
     assert.equal((json(drain)['status'] as HostView).phase, 'Draining');
     assert.equal((json(drain)['status'] as HostView).drain?.remaining, 3);
     const un = await call('POST', '/v1/hosts/lab/h1/uncordon', {});
