@@ -15,38 +15,25 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
-import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
-import type { NativeConnection } from '@temporalio/worker';
 import { TokenAuth } from '../../api/auth.ts';
 import { buildApi } from '../../api/server.ts';
 import { TemporalUnavailableError } from '../../client/errors.ts';
+import type { ProviderHealthResult } from '../../contracts/fleet.ts';
 import type { HostView } from '../../contracts/host.ts';
 import type { PoolStatus } from '../../contracts/pool.ts';
-import { POOL_DELETE_UPDATE } from '../../contracts/pool.ts';
 import { createLogger } from '../../lib/log/logger.ts';
-import { catalogOf, startCatalogPublisher } from '../../runtime/catalog.ts';
-import { http, startTestApi, writeTokens } from '../support/api.ts';
-import type { TestApi, TestTokens } from '../support/api.ts';
+import type { providerHealthWorkflow } from '../../workflows/index.ts';
+import { http } from '../support/api.ts';
+import { startApiWorld } from '../support/api-world.ts';
+import type { ApiWorld } from '../support/api-world.ts';
 import { FakeHosts } from '../support/fake-hosts.ts';
 import { FakePools, FakeStore, fakeMember } from '../support/fake-store.ts';
-import { fleetConfig, startFleetWorker } from '../support/fleet.ts';
-import type { RunningWorker } from '../support/fleet.ts';
 import { ImageMirror } from '../support/mirror.ts';
-import {
-  connectClient,
-  connectWorker,
-  installTestRuntime,
-  pollUntil,
-  PROJECT_ROOT,
-  uniqueId,
-} from '../support/temporal.ts';
-import { loadTestHosts } from '../support/testhosts.ts';
-import type { providerHealthWorkflow } from '../../workflows/index.ts';
-import type { TestHost } from '../support/testhosts.ts';
+import { pollUntil, PROJECT_ROOT, uniqueId } from '../support/temporal.ts';
+import { domainsOf, virsh, volumesOf } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
-const run = Date.now().toString(36);
 const ARTIFACTS = join(PROJECT_ROOT, '.data/artifacts');
 // The page refreshes every 5 s: 12 s of virtual time is two refreshes after the first load.
 const CHROMIUM = ['--headless', '--no-sandbox', '--disable-gpu', '--hide-scrollbars', '--virtual-time-budget=12000'];
@@ -106,69 +93,66 @@ function fleetUrl(base: string, token: string): string {
 }
 
 describe('the fleet page in headless chromium (real API, dev server, a real worker)', { timeout: 360_000 }, () => {
-  let client: Client;
-  let connection: NativeConnection;
-  let mirror: ImageMirror;
-  let tmp: string;
-  let tokens: TestTokens;
-  let worker: RunningWorker | undefined;
-  let catalog: { stop(): Promise<void> } | undefined;
-  let api: TestApi;
-  const entry = `fp${run}`;
-  const taskQueue = uniqueId('fleet-page');
-  let host: TestHost;
+  let w: ApiWorld | undefined;
+  let mirror: ImageMirror | undefined;
+  let entry: string;
+  let host: string;
+  /** The survey /v1/hosts knows hosts from: this run's own, taken once the worker runs. */
+  let survey: ProviderHealthResult | undefined;
   const call = (method: string, p: string, body?: unknown) =>
-    http(api.url, method, p, { token: tokens.admin, ...(body === undefined ? {} : { body }) });
-
-  const page = (token: string): string => fleetUrl(api.url, token);
+    http(w!.api.url, method, p, { token: w!.tokens.admin, ...(body === undefined ? {} : { body }) });
+  const page = (token: string): string => fleetUrl(w!.api.url, token);
 
   before(async () => {
-    installTestRuntime();
-    host = loadTestHosts()[0]!;
-    client = await connectClient();
-    connection = await connectWorker();
     mirror = await ImageMirror.start();
-    tmp = await mkdtemp(join(tmpdir(), 'ep-fleet-page-'));
-    const file = join(tmp, 'empty.qcow2');
+    const scratch = await mkdtemp(join(tmpdir(), 'ep-fleet-page-'));
+    const file = join(scratch, 'empty.qcow2');
     await pexec('qemu-img', ['create', '-q', '-f', 'qcow2', file, '64M'], { timeout: 20_000 });
-    const url = mirror.serve(`/${entry}/empty.qcow2`, await readFile(file));
-    const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [host], images: { empty: { url } } });
-    worker = await startFleetWorker(connection, client, config, taskQueue);
-    catalog = await startCatalogPublisher(client, taskQueue, catalogOf(config), { info() {}, warn() {} });
-    tokens = await writeTokens(tmp);
+    const url = mirror.serve('/fleet-page/empty.qcow2', await readFile(file));
+    await rm(scratch, { recursive: true, force: true });
+    w = await startApiWorld({
+      prefix: 'fp',
+      images: { empty: { url } },
+      catalog: true,
+      survey: () => Promise.resolve(survey && { result: survey, running: false }),
+    });
+    entry = w.entry;
+    host = w.hosts[0]!.name;
     // The survey of this run's own host, which /v1/hosts knows hosts from (the namespace's
     // schedule lists other runs' hosts).
-    const survey = await client.workflow.execute<typeof providerHealthWorkflow>('providerHealthWorkflow', {
-      taskQueue,
+    survey = await w.client.workflow.execute<typeof providerHealthWorkflow>('providerHealthWorkflow', {
+      taskQueue: w.taskQueue,
       workflowId: uniqueId('provider-health'),
       workflowExecutionTimeout: '2 minutes',
     });
-    api = await startTestApi(client, taskQueue, tokens, 10_000, undefined, { survey: () => Promise.resolve(survey) });
   });
 
   after(async () => {
-    if (api) {
-      for (const name of ['web', 'idle']) {
-        await call('DELETE', `/v1/pools/${entry}/${name}?wait=true&waitMs=120000`).catch(() => undefined);
-      }
+    // The pools through their own delete (their members' VMs deleted), bounded; then the rest.
+    for (const name of w ? ['web', 'idle'] : []) {
+      await call('DELETE', `/v1/pools/${entry}/${name}?wait=true&waitMs=120000`).catch(() => undefined);
     }
-    // A pool left by a failed delete: its own delete, bounded; then ended.
-    if (client) {
-      for await (const wf of client.workflow.list({
-        query: `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`,
-      })) {
-        const h = client.workflow.getHandle(wf.workflowId);
-        await h.executeUpdate(POOL_DELETE_UPDATE).catch(() => undefined);
-        await h.terminate('fleet-page test over').catch(() => undefined);
-      }
+    const testHost = w?.hosts[0];
+    if (testHost) {
+      // The member's VM gone (its workflow deletes it), bounded, before the worker stops.
+      await pollUntil(async () => ((await domainsOf(testHost, entry)).length === 0 ? true : undefined), {
+        timeoutMs: 60_000,
+        intervalMs: 1000,
+        what: `the domains of ${entry} deleted`,
+      }).catch(() => undefined);
     }
-    await api?.close();
-    await catalog?.stop();
-    await worker?.stop();
+    await w?.close();
     await mirror?.close();
-    await connection?.close();
-    await client?.connection.close();
-    if (tmp) await rm(tmp, { recursive: true, force: true });
+    if (testHost) {
+      // What a failed run left, and the entry's base volume (each run has an entry of its own).
+      for (const dom of await domainsOf(testHost, entry).catch(() => [])) {
+        await virsh(testHost, 'destroy', dom).catch(() => undefined);
+        await virsh(testHost, 'undefine', dom).catch(() => undefined);
+      }
+      for (const vol of await volumesOf(testHost, entry).catch(() => [])) {
+        await virsh(testHost, 'vol-delete', '--pool', testHost.pool, vol).catch(() => undefined);
+      }
+    }
   });
 
   it('shows the pools with their counts, the member on its host and the hosts; a screenshot is kept', async () => {
@@ -190,7 +174,7 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
       { timeoutMs: 180_000, intervalMs: 1000, what: `a member of ${entry}/web placed on a host` },
     );
     const member = st.members[0]!;
-    assert.equal(member.host, host.name);
+    assert.equal(member.host, host);
     // Both pools listed (visibility is eventually consistent).
     await pollUntil(
       async () => {
@@ -200,9 +184,9 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
       { timeoutMs: 30_000, intervalMs: 500, what: 'both pools in the list' },
     );
 
-    const dom = (await chromium('--dump-dom', page(tokens.reader))).stdout;
+    const dom = (await chromium('--dump-dom', page(w!.tokens.reader))).stdout;
     assert.match(dom, /<body[^>]*data-state="ok"/, `the page loaded the fleet: ${text(dom).slice(0, 2000)}`);
-    assert.ok(!dom.includes(tokens.reader), 'the token is not in the page');
+    assert.ok(!dom.includes(w!.tokens.reader), 'the token is not in the page');
     assert.match(text(section(dom, 'pools')), /Pools: 2/);
     const pools = section(dom, 'pools');
     // Pool, Phase, Desired, Healthy, Available, Updated, Spares, Rollout step, Revision, Members, Notes.
@@ -216,7 +200,7 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
     // Member, Host, Role, State, Health, In discovery, Age, Exit address, Image, Last error.
     const m = row(section(dom, 'members'), member.name);
     assert.ok(m, `a row for member ${member.name}: ${text(section(dom, 'members'))}`);
-    assert.equal(m[1], host.name);
+    assert.equal(m[1], host);
     assert.notEqual(m[3], '');
     assert.equal(m[5], 'no', 'never Healthy: not in discovery');
     assert.match(m[6]!, /^\d+(s|m \d+s)$/, 'an age');
@@ -225,10 +209,10 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
     // The test host as GET /v1/hosts shows it (read after the page: its proxy count is visibility's).
     const hostsReply = await call('GET', `/v1/hosts?entry=${entry}`);
     assert.equal(hostsReply.status, 200, hostsReply.text);
-    const view = (hostsReply.body['hosts'] as HostView[]).find((v) => v.host === host.name);
+    const view = (hostsReply.body['hosts'] as HostView[]).find((v) => v.host === host);
     assert.ok(view?.reachable === true && view.memoryFreeMiB !== undefined, hostsReply.text);
-    const h = row(section(dom, 'hosts'), `${entry}/${host.name}`);
-    assert.ok(h, `a row for host ${entry}/${host.name}: ${text(section(dom, 'hosts'))}`);
+    const h = row(section(dom, 'hosts'), `${entry}/${host}`);
+    assert.ok(h, `a row for host ${entry}/${host}: ${text(section(dom, 'hosts'))}`);
     // Host, Reachable, Cordoned, Free memory, CPUs, Proxies, Surveyed, Error.
     assert.deepEqual(h.slice(1, 3), ['yes', 'no'], h.join(' | '));
     assert.match(h[3]!, /^\d+(\.\d)? (MiB|GiB) of \d+(\.\d)? (MiB|GiB)$/, h.join(' | '));
@@ -238,7 +222,7 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
 
     await mkdir(ARTIFACTS, { recursive: true });
     const shot = join(ARTIFACTS, `fleet-page-${entry}.png`);
-    const out = await chromium('--window-size=1440,1000', `--screenshot=${shot}`, page(tokens.reader));
+    const out = await chromium('--window-size=1440,1000', `--screenshot=${shot}`, page(w!.tokens.reader));
     const written = await stat(shot).catch(() => undefined);
     const said = out.stderr
       .split('\n')
