@@ -88,9 +88,14 @@ export function isReady(m: MemberRecord, spec: ResolvedPoolSpec, nowMs: number):
   return nowMs - Date.parse(r.healthSince) >= spec.rollout.minHealthyMs;
 }
 
-/** Ready and in discovery: its role serves and the member said it applied that. */
-export function isAvailable(m: MemberRecord, spec: ResolvedPoolSpec, nowMs: number): boolean {
-  return m.role === 'serving' && m.report?.serving === true && isReady(m, spec, nowMs);
+/** Ready and in discovery: its role serves and the member said it applied that. `ready`: isReady, or a pass's memo of it. */
+export function isAvailable(
+  m: MemberRecord,
+  spec: ResolvedPoolSpec,
+  nowMs: number,
+  ready: (m: MemberRecord) => boolean = (x) => isReady(x, spec, nowMs),
+): boolean {
+  return m.role === 'serving' && m.report?.serving === true && ready(m);
 }
 
 export const ended = (m: MemberRecord): boolean => m.report?.state === 'Deleted' || m.report?.state === 'Failed';
