@@ -9,7 +9,12 @@ import { ListDomainsFlags } from '../libvirt/constants.ts';
 import { isNotFound } from '../libvirt/errors.ts';
 
 export interface HostCapacity {
-  /** Physical memory (NODE_GET_INFO), in MiB. */
+  /**
+   * Physical memory, in MiB: the kernel's MemTotal (NODE_GET_MEMORY_STATS `total`, as `virsh
+   * nodememstats` shows it), else NODE_GET_INFO's figure. libvirt builds the latter from the NUMA
+   * cells, which read low on some hosts (a test host here: 17.5 GiB of 23.5), so free memory could
+   * exceed the total.
+   */
   memoryTotalMiB: number;
   /**
    * Memory the kernel can hand a new VM now, in MiB: free plus buffers and page cache
@@ -32,6 +37,12 @@ const KIB_PER_MIB = 1024n;
 /** Whole MiB in `kib` KiB (rounded down). */
 export function kibToMiB(kib: bigint): number {
   return Number(kib / KIB_PER_MIB);
+}
+
+/** Physical memory in KiB: NODE_GET_MEMORY_STATS `total` when the host gives it, else NODE_GET_INFO's. */
+export function physicalKiB(nodeMemoryKiB: bigint, stats: ReadonlyMap<string, bigint>): bigint {
+  const total = stats.get('total');
+  return total !== undefined && total > 0n ? total : nodeMemoryKiB;
 }
 
 /** Free memory in KiB from NODE_GET_MEMORY_STATS fields: free + buffers + cached (those present). */
@@ -59,7 +70,7 @@ export async function hostCapacity(client: LibvirtClient, call?: CallOptions): P
     active++;
   }
   return {
-    memoryTotalMiB: kibToMiB(node.memoryKiB),
+    memoryTotalMiB: kibToMiB(physicalKiB(node.memoryKiB, stats)),
     memoryFreeMiB: kibToMiB(reclaimableKiB(stats)),
     memoryCommittedMiB: kibToMiB(committedKiB),
     cpus: node.cpus,

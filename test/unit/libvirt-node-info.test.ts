@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import * as P from '../../lib/libvirt/protocol.ts';
-import { kibToMiB, reclaimableKiB } from '../../lib/kvm2/capacity.ts';
+import { kibToMiB, physicalKiB, reclaimableKiB } from '../../lib/kvm2/capacity.ts';
 
 const word = (n: number): string => (n >>> 0).toString(16).padStart(8, '0');
 const hyper = (n: bigint): string => n.toString(16).padStart(16, '0');
@@ -76,6 +76,8 @@ describe('NODE_GET_MEMORY_STATS', () => {
     assert.equal(reclaimableKiB(stats), 23087036n + 18148n + 522436n);
     assert.equal(kibToMiB(reclaimableKiB(stats)), 23073);
     assert.equal(reclaimableKiB(new Map([['free', 2048n]])), 2048n, 'a figure the host lacks counts as 0');
+    assert.equal(physicalKiB(18311372n, stats), stats.get('total'), "the kernel's MemTotal over NODE_GET_INFO's cells");
+    assert.equal(physicalKiB(18311372n, new Map([['free', 2048n]])), 18311372n, 'no total: NODE_GET_INFO');
   });
 
   it('refuses more than REMOTE_NODE_MEMORY_STATS_MAX (16) params', () => {
