@@ -15,11 +15,10 @@ import { after, before, describe, it } from 'node:test';
 import { hostWorkflowId } from '../../contracts/host.ts';
 import type { HostView } from '../../contracts/host.ts';
 import type { ProviderHealthResult } from '../../contracts/fleet.ts';
-import type { providerHealthWorkflow } from '../../workflows/index.ts';
 import { apiError, http } from '../support/api.ts';
 import { startApiWorld } from '../support/api-world.ts';
 import type { ApiWorld } from '../support/api-world.ts';
-import { PROJECT_ROOT, pollUntil, uniqueId } from '../support/temporal.ts';
+import { PROJECT_ROOT, pollUntil } from '../support/temporal.ts';
 
 const pexec = promisify(execFile);
 
@@ -44,17 +43,9 @@ describe('host routes (dev server, real worker, one test host)', { timeout: 300_
     );
 
   before(async () => {
-    w = await startApiWorld({
-      prefix: 'hs',
-      survey: () => Promise.resolve(survey && { result: survey, running: false }),
-    });
+    w = await startApiWorld({ prefix: 'hs', surveyOwnHosts: true });
+    survey = w.surveyed;
     host = w.hosts[0]!.name;
-    // The real survey, run on this test's queue (the schedule is the namespace's, shared by every run).
-    survey = await w.client.workflow.execute<typeof providerHealthWorkflow>('providerHealthWorkflow', {
-      taskQueue: w.taskQueue,
-      workflowId: uniqueId('provider-health'),
-      workflowExecutionTimeout: '2 minutes',
-    });
   });
   after(async () => {
     await w?.close();

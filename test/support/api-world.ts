@@ -12,6 +12,9 @@ import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import type { SurveyRead } from '../../client/host-store.ts';
+import { HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
+import type { ProviderHealthResult } from '../../contracts/fleet.ts';
+import type { providerHealthWorkflow } from '../../workflows/index.ts';
 import { PROXY_DELETE_UPDATE, PROXY_WORKFLOW_TYPE } from '../../contracts/proxy.ts';
 import type { ProvidersConfig } from '../../lib/config/index.ts';
 import { catalogOf, startCatalogPublisher } from '../../runtime/catalog.ts';
@@ -34,6 +37,11 @@ export interface ApiWorldOptions {
   catalog?: boolean;
   /** The survey /v1/hosts knows hosts from (default none: test/support/api.ts says why). */
   survey?: () => Promise<SurveyRead | undefined>;
+  /**
+   * Run the real provider-health survey once on the run's own queue (after the worker starts) and
+   * give the API that: /v1/hosts then knows the run's own hosts (and no other run's).
+   */
+  surveyOwnHosts?: boolean;
 }
 
 export interface ApiWorld {
@@ -48,6 +56,8 @@ export interface ApiWorld {
   hosts: TestHost[];
   /** A scratch directory of the run (removed by close). */
   tmp: string;
+  /** The survey the API was given by surveyOwnHosts (undefined without it). */
+  surveyed: ProviderHealthResult | undefined;
   close(): Promise<void>;
 }
 
@@ -86,10 +96,20 @@ export async function startApiWorld(o: ApiWorldOptions): Promise<ApiWorld> {
       const catalog = await startCatalogPublisher(client, taskQueue, catalogOf(config), { info() {}, warn() {} });
       stops.push(() => catalog.stop());
     }
+    let surveyed: ProviderHealthResult | undefined;
+    if (o.surveyOwnHosts) {
+      surveyed = await client.workflow.execute<typeof providerHealthWorkflow>(HEALTH_WORKFLOW_TYPE, {
+        taskQueue,
+        workflowId: uniqueId('provider-health'),
+        workflowExecutionTimeout: '2 minutes',
+      });
+    }
+    const own = surveyed && { result: surveyed, running: false };
+    const survey = o.survey ?? (own ? () => Promise.resolve(own) : undefined);
     const tokens = await writeTokens(tmp);
-    const api = await startTestApi(client, taskQueue, tokens, 10_000, undefined, o.survey ? { survey: o.survey } : {});
+    const api = await startTestApi(client, taskQueue, tokens, 10_000, undefined, survey ? { survey } : {});
     stops.push(() => api.close());
-    return { client, connection, worker, api, tokens, config, entry, taskQueue, hosts, tmp, close };
+    return { client, connection, worker, api, tokens, config, entry, taskQueue, hosts, tmp, surveyed, close };
   } catch (err) {
     await close();
     throw err;
