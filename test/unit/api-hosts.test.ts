@@ -235,6 +235,13 @@ describe('host routes', () => {
     assert.match(next, /^egress_api_temporal_errors_total\{operation="hosts"\} 1$/m);
   });
 
+  it('the API serves the fleet page without a token (its data calls need one)', async () => {
+    const res = await call('GET', '/fleet', undefined, null);
+    assert.equal(res.statusCode, 200);
+    assert.match(String(res.headers['content-type']), /^text\/html/);
+    assert.equal((await call('GET', '/v1/hosts', undefined, null)).statusCode, 401);
+  });
+
   it("the OpenAPI document has the five operations; the actions' body is optional", async () => {
     const doc = json<{
       paths: Record<string, Record<string, { operationId?: string; requestBody?: { required: boolean } }>>;
