@@ -72,6 +72,8 @@ export class PoolFakes {
   fate: (input: StartMemberInput) => Fate = () => 'healthy';
   /** Throws to make a start fail (as a refused start would). */
   beforeStart: (input: StartMemberInput) => void = () => undefined;
+  /** A promise to hold a start on (a slow start), or undefined. */
+  holdStart: (input: StartMemberInput) => Promise<void> | undefined = () => undefined;
   private count = 0;
   private readonly e: Env;
   constructor(e: Env) {
@@ -88,6 +90,7 @@ export class PoolFakes {
           avoidHosts: input.avoidHosts,
         });
         this.beforeStart(input);
+        await this.holdStart(input);
         const i = this.count++;
         const fate = this.fate(input);
         // The hosts in turn, skipping those the pool said to avoid (as the member's placement does).

@@ -5,7 +5,7 @@
  * themselves are unit-tested in test/unit/pool-plan.test.ts; here: the workflow applies them,
  * its updates refuse bad requests before the history, and continue-as-new carries the members.
  *
- * EP_RECORD_POOL_REPLAY=1 writes the histories of the rollout, rollback, drain and host-failure tests to
+ * EP_RECORD_POOL_REPLAY=1 writes the histories of the rollout, rollback, drain, host-failure and start-in-flight tests to
  * test/replay/pool-*.sdk-<version>.json (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
@@ -481,6 +481,61 @@ describe('pool workflow', () => {
       });
     },
   );
+
+  it('members that came up are told to serve while another member’s start is still in flight', opts, async () => {
+    const f = new PoolFakes(e);
+    let release = (): void => undefined;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    f.holdStart = () => (f.starts().length === 3 ? gate : undefined);
+    await withPool(f, async (tq, started) => {
+      const h = await startPool(e, tq, started, testPoolSpec({ size: 3 }));
+      try {
+        const s = await poolWhen(h, (x) => x.available === 2, 'two members available while the third start waits');
+        assert.deepEqual(
+          s.members.map((m) => m.state).sort(),
+          ['Running', 'Running', 'Starting'],
+          'the third has not started',
+        );
+      } finally {
+        release();
+      }
+      await poolWhen(h, readyAt(3), 'Ready once the third started');
+      assert.equal(f.starts().length, 3);
+      await h.executeUpdate(poolDeleteUpdate);
+      assert.equal((await h.result()).phase, 'Deleted');
+      await record(h, 'pool-start-in-flight');
+    });
+  });
+
+  it('a member that leaves while its start is in flight is deleted only after the start', opts, async () => {
+    const f = new PoolFakes(e);
+    let release = (): void => undefined;
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    f.holdStart = () => (f.starts().length === 3 ? gate : undefined);
+    await withPool(f, async (tq, started) => {
+      const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }));
+      await poolWhen(h, readyAt(2), 'Ready at 2');
+      await h.executeUpdate(poolScaleUpdate, { args: [{ size: 3 }] });
+      const third = (await poolWhen(h, (x) => x.members.length === 3, 'a third member')).members.find(
+        (m) => m.state === 'Starting',
+      )!.name;
+      try {
+        await h.executeUpdate(poolScaleUpdate, { args: [{ size: 2 }] });
+        await poolWhen(h, (x) => x.members.find((m) => m.name === third)?.role === 'leaving', 'the third leaving');
+        await new Promise((r) => setTimeout(r, 1_000));
+        assert.deepEqual(f.deletes(), [], 'not deleted while its start is in flight');
+      } finally {
+        release();
+      }
+      await poolWhen(h, (x) => readyAt(2)(x) && !names(x).includes(third), 'deleted after its start');
+      assert.deepEqual(f.deletes(), [third]);
+      assert.ok(!f.open.has(third), 'its stand-in was deleted, not left running');
+    });
+  });
 
   /** The pass limit of the continue-as-new test: above the passes its setup takes, so the run continues as new only when the test drives it. */
   const PASSES = 40;

@@ -28,9 +28,15 @@ const POOL_KEY = defineSearchAttributeKey(SA_PROXY_POOL, SearchAttributeType.KEY
 /**
  * Applies the reconciler's actions: starts and deletes through activities, roles by signal.
  * Returns true when a start failed (the member is marked Failed: the next pass replaces it).
+ * With `background`, starts are handed to it instead of awaited (each settles to whether it
+ * failed), so a pass ends without waiting for its members' starts.
  */
-export async function apply(state: PoolState, actions: PoolAction[], input: { ownerUid?: string }): Promise<boolean> {
-  let startFailed = false;
+export async function apply(
+  state: PoolState,
+  actions: PoolAction[],
+  input: { ownerUid?: string },
+  background?: (start: Promise<boolean>) => void,
+): Promise<boolean> {
   const { spec } = state;
   const poolId = workflowInfo().workflowId;
   /** Members that stay (not leaving, not being replaced) per host: where a new member should not crowd. */
@@ -46,13 +52,52 @@ export async function apply(state: PoolState, actions: PoolAction[], input: { ow
   // hosts tied for fewest, so a batch spreads instead of following one hash.
   const creates = actions.filter((a) => a.kind === 'create').map((a) => a.name);
   const counts = hostCounts();
-  await Promise.all(
-    actions.map(async (a) => {
+  /** Starts one member; true when the start failed. */
+  const start = async (a: Extract<PoolAction, { kind: 'create' }>): Promise<boolean> => {
+    const template = state.revisions.find((r) => r.revision === a.revision)?.template ?? spec.template;
+    const m = state.members.find((x) => x.name === a.name);
+    if (m !== undefined) m.starting = true;
+    try {
+      await quick.startPoolMember({
+        pool: poolId,
+        poolName: spec.name,
+        entry: spec.entry,
+        name: a.name,
+        template,
+        ...(input.ownerUid === undefined ? {} : { ownerUid: input.ownerUid }),
+        avoidHosts: a.avoidHosts,
+        hostCounts: counts,
+        spreadSlot: creates.indexOf(a.name),
+        ...(spec.placement.maxPerHost === undefined ? {} : { maxPerHost: spec.placement.maxPerHost }),
+      });
+      return false;
+    } catch (err) {
+      // Not started (the ID is taken by another spec, the entry is unknown...): gone again, and
+      // it counts against the loop guard like a member that failed.
+      if (m === undefined) return false;
+      const f = failureInfo(err);
+      m.report = {
+        name: a.name,
+        state: 'Failed',
+        health: 'Unknown',
+        healthSince: new Date().toISOString(),
+        port: 0,
+        serving: false,
+        lastError: `${f.code}: ${f.message}`,
+        at: new Date().toISOString(),
+      };
+      return true;
+    } finally {
+      if (m !== undefined) delete m.starting;
+    }
+  };
+  const results = await Promise.all(
+    actions.map(async (a): Promise<boolean> => {
       if (a.kind === 'serve') {
         await getExternalWorkflowHandle(proxyWorkflowId(spec.entry, a.name))
           .signal(memberServingSignal, { serving: a.serving })
           .catch(() => undefined); // a member that ended meanwhile: its end report follows
-        return;
+        return false;
       }
       if (a.kind === 'delete') {
         try {
@@ -62,44 +107,14 @@ export async function apply(state: PoolState, actions: PoolAction[], input: { ow
           if (m !== undefined) m.deleteSent = false; // the next pass asks again
           state.reason = `deleting ${a.name}: ${failureInfo(err).message}`;
         }
-        return;
+        return false;
       }
-      const template = state.revisions.find((r) => r.revision === a.revision)?.template ?? spec.template;
-      try {
-        await quick.startPoolMember({
-          pool: poolId,
-          poolName: spec.name,
-          entry: spec.entry,
-          name: a.name,
-          template,
-          ...(input.ownerUid === undefined ? {} : { ownerUid: input.ownerUid }),
-          avoidHosts: a.avoidHosts,
-          hostCounts: counts,
-          spreadSlot: creates.indexOf(a.name),
-          ...(spec.placement.maxPerHost === undefined ? {} : { maxPerHost: spec.placement.maxPerHost }),
-        });
-      } catch (err) {
-        // Not started (the ID is taken by another spec, the entry is unknown...): gone again, and
-        // it counts against the loop guard like a member that failed.
-        const m = state.members.find((x) => x.name === a.name);
-        if (m !== undefined) {
-          startFailed = true;
-          const f = failureInfo(err);
-          m.report = {
-            name: a.name,
-            state: 'Failed',
-            health: 'Unknown',
-            healthSince: new Date().toISOString(),
-            port: 0,
-            serving: false,
-            lastError: `${f.code}: ${f.message}`,
-            at: new Date().toISOString(),
-          };
-        }
-      }
+      if (background === undefined) return start(a);
+      background(start(a));
+      return false;
     }),
   );
-  return startFailed;
+  return results.includes(true);
 }
 
 /** Marks members whose workflow is no longer open (a report lost, a termination) as ended. */

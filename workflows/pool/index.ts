@@ -39,6 +39,11 @@ import { apply, audit, AUDIT_INTERVAL_MS, publishPool } from './effects.ts';
  * hostUnreachableSince were read as health).
  */
 export const POOL_HOSTS_PATCH = 'pool-host-maintenance';
+/**
+ * A pass does not wait for its members' starts (a start that fails pokes the next pass), so the
+ * serving signals of members that came up are not held back by a large batch of starts.
+ */
+export const POOL_BACKGROUND_STARTS_PATCH = 'pool-background-starts';
 
 export interface PoolWorkflowInput {
   spec: PoolSpec;
@@ -140,6 +145,15 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
     { validator: () => undefined },
   );
 
+  /** Starts handed to the background, not settled yet (awaited before continue-as-new and the end). */
+  const starting = new Set<Promise<boolean>>();
+  const background = (start: Promise<boolean>): void => {
+    starting.add(start);
+    void start.then(() => {
+      starting.delete(start);
+      poke(); // a failed start is replaced, a member left while starting may now be deleted
+    });
+  };
   let published = '';
   let nextAuditMs = Date.now() + AUDIT_INTERVAL_MS;
   for (;;) {
@@ -147,11 +161,13 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
     passes++;
     const plan = reconcile(state, Date.now(), () => nextRandom(state), { hostFailure: patched(POOL_HOSTS_PATCH) });
     published = publishPool(state, published);
-    if (await apply(state, plan.actions, input)) poke();
+    const inBackground = patched(POOL_BACKGROUND_STARTS_PATCH) ? background : undefined;
+    if (await apply(state, plan.actions, input, inBackground)) poke();
     if (state.deleting && state.members.length === 0) break;
 
     const limit = input.continueAsNewAfterPasses ?? 500;
     if (passes >= limit || workflowInfo().continueAsNewSuggested) {
+      await condition(() => starting.size === 0);
       await condition(allHandlersFinished);
       await continueAsNew<typeof poolWorkflow>({ ...input, carried: state });
     }

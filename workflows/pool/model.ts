@@ -21,6 +21,8 @@ export interface MemberRecord {
   leftDiscoveryAtMs?: number;
   hadServed?: boolean;
   deleteSent?: boolean;
+  /** Its start is in flight: it is not deleted before the start settles (else the start could follow the delete). */
+  starting?: boolean;
   /** Why the member is to be replaced (recomputed on every pass). */
   condemned?: string;
   /** The member was ever available (Healthy for minHealthyMs). */

@@ -213,6 +213,7 @@ function drainLeavers(state: PoolState, nowMs: number, actions: PoolAction[], wa
     // The drain runs from when it stopped serving (its acknowledgement; now if it went down serving).
     if (m.hadServed && m.leftDiscoveryAtMs === undefined) m.leftDiscoveryAtMs = nowMs;
     const at = m.hadServed ? m.leftDiscoveryAtMs! + state.spec.drainDelayMs : nowMs;
+    if (m.starting === true) continue; // the start's end makes another pass
     if (nowMs >= at) {
       actions.push({ kind: 'delete', name: m.name });
       m.deleteSent = true;
