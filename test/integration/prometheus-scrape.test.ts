@@ -14,7 +14,6 @@ import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -27,6 +26,7 @@ import type { TestApi, TestTokens } from '../support/api.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
 import type { WorkerProcess } from '../support/fleet.ts';
 import { ImageMirror } from '../support/mirror.ts';
+import { freePort } from '../support/sshd.ts';
 import { connectClient, PROJECT_ROOT, pollUntil, uniqueId, withTimeout } from '../support/temporal.ts';
 import { loadTestHosts } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
@@ -37,14 +37,6 @@ const local = join(PROJECT_ROOT, '.local/prometheus/root/usr/bin/prometheus');
 const prometheusBin = process.env['EP_PROMETHEUS'] ?? (existsSync(local) ? local : undefined);
 const NO_PROMETHEUS =
   'no prometheus: scripts/test unpacks Debian prometheus into .local/prometheus and sets EP_PROMETHEUS';
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
-}
 
 interface Sample {
   metric: Record<string, string>;
