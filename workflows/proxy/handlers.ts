@@ -1,20 +1,24 @@
 // The proxy workflow's message handlers: the `status` query, the image progress signal, and the
-// `delete` and `resize` updates (with their validators). Delete cancels the lifecycle's scope;
-// resize hands its size to the health loop and waits for the loop to apply it.
+// `delete`, `resize` and `move` updates (with their validators). Delete cancels the lifecycle's
+// scope; resize hands its size to the health loop and waits for the loop to apply it; move hands
+// its hosts to avoid to the loop (move.ts) and returns once the loop began it.
 import { ApplicationFailure, condition, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import type { CancellationScope } from '@temporalio/workflow';
 import {
   imageProgressSignal,
   memberServingSignal,
   proxyDeleteUpdate,
+  proxyMoveUpdate,
   proxyResizeUpdate,
   proxyStatusQuery,
 } from '../../contracts/messages.ts';
+import type { ProxyMoveRequest } from '../../contracts/host.ts';
 import type { DeleteAccepted, ProxyStatus, VmSize } from '../../contracts/proxy.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import { publish } from './publish.ts';
 import type { ProxyRun } from './state.ts';
-import { deleteProblem, detailsLine, resizeProblem, resizeTarget, withImageProgress } from './status.ts';
+import { requestMove } from './move.ts';
+import { deleteProblem, detailsLine, moveProblem, resizeProblem, resizeTarget, withImageProgress } from './status.ts';
 
 /**
  * Sets every handler of the proxy workflow on `run` (the image ready signal is `images`'s); `main`
@@ -47,6 +51,10 @@ export function installHandlers(run: ProxyRun, main: CancellationScope, images: 
     },
     { validator: () => refuseIf(deleteProblem(run.status.state)) },
   );
+  setHandler(proxyMoveUpdate, (req) => requestMove(run, req), {
+    validator: (req: ProxyMoveRequest) =>
+      refuseIf(moveProblem(req, run.status, run.input.pool?.workflowId, run.move?.from)),
+  });
   setHandler(proxyResizeUpdate, (size) => resize(run, size), {
     validator: (size: VmSize) => refuseIf(resizeProblem(size, run.status.state)),
   });

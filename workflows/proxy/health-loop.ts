@@ -1,21 +1,16 @@
 // The Running phase of runs started before the health monitor (monitor-loop.ts), and of those
 // started with `healthLoop: 'poll'`: poll the VM every health interval, fold its address (H3) and
 // a probe (hysteresis) into the status, recreate a VM that is gone on its host, apply a pending
-// resize, and continue-as-new when the history grows long. Its recreate and resize serve both loops.
-import {
-  allHandlersFinished,
-  condition,
-  isCancellation,
-  makeContinueAsNewFunc,
-  sleep,
-  workflowInfo,
-} from '@temporalio/workflow';
+// resize or move (move.ts), and continue-as-new when the history grows long. Its recreate and resize serve both loops.
+import { condition, isCancellation, makeContinueAsNewFunc, sleep, workflowInfo } from '@temporalio/workflow';
 import { CODES } from '../../contracts/errors.ts';
 import type { ProxyOutcome, ResolvedProxy, VmReading } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import { poll, probe, rpc } from '../stubs.ts';
 import { compensate } from './cleanup.ts';
+import { afterRead } from './host-reach.ts';
+import { applyMove, mayContinueAsNew, moveAsked } from './move.ts';
 import { createAndBoot, ensureBase } from './phases.ts';
 import { capacityBackoffMs } from './placement.ts';
 import { nowIso, publish, recordError, setState } from './publish.ts';
@@ -32,13 +27,16 @@ export async function healthLoop(run: ProxyRun, images: ImageWaiter, proxy: Reso
   for (let polls = 1; ; polls++) {
     const host = run.status.host!;
     let reading: VmReading | undefined;
+    let failedCode: string | undefined;
     try {
       reading = await poll.readProxyVm({ proxy: r, host });
     } catch (err) {
       if (isCancellation(err)) throw err;
       recordError(run, err);
+      failedCode = failureInfo(err).code;
     }
     const at = nowIso();
+    run.hostUnreachableSince = afterRead(run.hostUnreachableSince, failedCode, at);
     if (vmLost(reading)) {
       await recreate(run, images, r, host, reading.state, at);
       continue;
@@ -64,16 +62,19 @@ export async function healthLoop(run: ProxyRun, images: ImageWaiter, proxy: Reso
     }
     publish(run);
     const limit = run.input.continueAsNewAfterPolls;
-    if (workflowInfo().continueAsNewSuggested || (limit !== undefined && polls >= limit)) {
-      await condition(allHandlersFinished);
+    if (
+      (workflowInfo().continueAsNewSuggested || (limit !== undefined && polls >= limit)) &&
+      (await mayContinueAsNew(run))
+    ) {
       await run.lastReport; // a pool member's last report reaches its pool first
       // The memo (the client's spec among it) goes along explicitly.
       await makeContinueAsNewFunc<(input: ProxyWorkflowInput) => Promise<ProxyOutcome>>({
         memo: workflowInfo().memo,
       })({ ...run.input, carried: run.carried(r) });
     }
-    await condition(() => run.pendingResize !== undefined, r.health.intervalMs);
+    await condition(() => run.pendingResize !== undefined || moveAsked(run), r.health.intervalMs);
     if (run.pendingResize !== undefined) r = await applyResize(run, r, host);
+    if (moveAsked(run)) await applyMove(run, images, r);
   }
 }
 

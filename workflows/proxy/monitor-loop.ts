@@ -2,10 +2,9 @@
 // (activities/monitor.ts) polls and probes the proxy and returns only when something the workflow
 // records changed, so a healthy proxy adds no history between transitions. Here: hand the monitor
 // the state, take back what it returns (a transition, a VM gone, a boot out of time, the hourly
-// checkpoint), publish only what changed, recreate, resize (the monitor is cancelled for it) and
-// continue-as-new at the checkpoint. Delete cancels the monitor with the lifecycle's scope.
+// checkpoint), publish only what changed, recreate, resize and move (the monitor is cancelled for
+// them, move.ts) and continue-as-new at the checkpoint. Delete cancels the monitor with the lifecycle's scope.
 import {
-  allHandlersFinished,
   CancellationScope,
   condition,
   isCancellation,
@@ -20,6 +19,9 @@ import type { MonitorInput, MonitorResult } from '../../contracts/health.ts';
 import type { ProxyOutcome, ResolvedProxy } from '../../contracts/proxy.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import { applyResize, recreate } from './health-loop.ts';
+import { afterMonitor } from './host-reach.ts';
+import { applyMove, mayContinueAsNew, moveAsked } from './move.ts';
+import { reportToPool } from './pool-member.ts';
 import { nowIso, publishIfChanged, recordError, setState } from './publish.ts';
 import { ProxyFailed } from './state.ts';
 import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
@@ -55,9 +57,16 @@ export async function monitorLoop(run: ProxyRun, images: ImageWaiter, proxy: Res
   const checkpointAtMs = Date.now() + CHECKPOINT_MS;
   let waitFirst = false;
   for (;;) {
+    if (moveAsked(run)) {
+      await applyMove(run, images, r);
+      waitFirst = false;
+      continue;
+    }
     const host = run.status.host!;
+    const beforeError = run.status.lastError;
     const got = await watch(run, r, host, checkpointAtMs, waitFirst);
     waitFirst = true;
+    if (got === 'move') continue;
     if (got === 'resize') {
       r = await applyResize(run, r, host);
       waitFirst = false;
@@ -74,6 +83,8 @@ export async function monitorLoop(run: ProxyRun, images: ImageWaiter, proxy: Res
     run.missedPolls = state.missedPolls;
     run.addressedOnce = state.addressedOnce;
     run.polls = state.polls;
+    const since = run.hostUnreachableSince;
+    run.hostUnreachableSince = afterMonitor(since, beforeError, state, got.reason === 'VmLost');
     if (got.reason === 'VmLost') {
       await recreate(run, images, r, host, got.vmState ?? 'Missing', nowIso());
       waitFirst = false;
@@ -83,8 +94,9 @@ export async function monitorLoop(run: ProxyRun, images: ImageWaiter, proxy: Res
       throw new ProxyFailed(CODES.bootTimeout, `no address was read within bootMs (${r.timeouts.bootMs} ms)`);
     }
     publishIfChanged(run);
+    if (run.hostUnreachableSince !== since) reportToPool(run, nowIso());
     if (got.reason === 'Checkpoint' || workflowInfo().continueAsNewSuggested) {
-      await condition(allHandlersFinished);
+      if (!(await mayContinueAsNew(run))) continue;
       await run.lastReport; // a pool member's last report reaches its pool first
       // The memo (the client's spec among it) goes along explicitly.
       await makeContinueAsNewFunc<(input: ProxyWorkflowInput) => Promise<ProxyOutcome>>({
@@ -95,8 +107,9 @@ export async function monitorLoop(run: ProxyRun, images: ImageWaiter, proxy: Res
 }
 
 /**
- * One monitor activity, until it returns or a resize is asked for (then it is cancelled);
- * 'failed' when the activity failed for good (recorded as the last error; the loop tries again).
+ * One monitor activity, until it returns or a resize or a move is asked for (then it is
+ * cancelled); 'failed' when the activity failed for good (recorded as the last error; the loop
+ * tries again).
  */
 async function watch(
   run: ProxyRun,
@@ -104,7 +117,7 @@ async function watch(
   host: string,
   checkpointAtMs: number,
   waitFirst: boolean,
-): Promise<MonitorResult | 'resize' | 'failed'> {
+): Promise<MonitorResult | 'resize' | 'move' | 'failed'> {
   const input: MonitorInput & { waitFirst: boolean } = {
     proxy: r,
     host,
@@ -132,7 +145,9 @@ async function watch(
         error = err instanceof Error ? err : new Error(String(err));
       },
     );
-  await condition(() => result !== undefined || error !== undefined || run.pendingResize !== undefined);
+  await condition(
+    () => result !== undefined || error !== undefined || run.pendingResize !== undefined || moveAsked(run),
+  );
   if (result !== undefined) return result;
   if (error !== undefined) {
     if (isCancellation(error)) throw error;
@@ -140,5 +155,5 @@ async function watch(
     return 'failed';
   }
   scope.cancel();
-  return 'resize';
+  return run.pendingResize !== undefined ? 'resize' : 'move';
 }

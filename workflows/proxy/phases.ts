@@ -40,15 +40,33 @@ export async function resolve(input: ProxyWorkflowInput): Promise<ResolvedProxy>
   }
 }
 
-/** Places the proxy on a host, until one has room: WaitingForCapacity in between, with backoff. */
-async function place(run: ProxyRun, r: ResolvedProxy): Promise<string> {
+/**
+ * Places the proxy on a host, never one of `avoid` (a move's), until one has room:
+ * WaitingForCapacity in between, with backoff.
+ */
+async function place(run: ProxyRun, r: ResolvedProxy, avoid: readonly string[]): Promise<string> {
   for (let attempt = 0; ; attempt++) {
     const survey = await rpc.surveyHosts({ entry: r.entry });
-    const pick = pickHost(memberSurvey(survey, run.input, r.vm), r.name, r.vm);
+    const pick = pickAvoiding(memberSurvey(survey, run.input, r.vm), r.name, r.vm, avoid);
     if (pick.host !== undefined) return pick.host;
     setState(run, 'WaitingForCapacity', pick.reason);
     await sleep(capacityBackoffMs(attempt));
   }
+}
+
+/** pickHost over the hosts not in `avoid`; the reason names the avoided ones. */
+export function pickAvoiding(
+  survey: HostSurvey[],
+  name: string,
+  vm: VmNeed,
+  avoid: readonly string[],
+): ReturnType<typeof pickHost> {
+  if (avoid.length === 0) return pickHost(survey, name, vm);
+  const rest = survey.filter((s) => !avoid.includes(s.host));
+  const left = avoid.join(', ');
+  if (rest.length === 0) return { reason: `no host but ${left}, which the move avoids`, capacity: true };
+  const pick = pickHost(rest, name, vm);
+  return pick.host !== undefined ? pick : { ...pick, reason: `${pick.reason}; the move avoids ${left}` };
 }
 
 /**
@@ -79,14 +97,23 @@ export function memberSurvey(survey: HostSurvey[], input: ProxyWorkflowInput, vm
   return slot === undefined || slot < 0 ? tied : [tied[slot % tied.length]!];
 }
 
-/** Places, ensures the base and creates the VM; a full pool starts over from placement. */
-export async function provision(run: ProxyRun, images: ImageWaiter, r: ResolvedProxy): Promise<void> {
+/**
+ * Places (never on `avoid`), ensures the base and creates the VM; a full pool starts over from
+ * placement. `note`: the Provisioning state's reason (a move's).
+ */
+export async function provision(
+  run: ProxyRun,
+  images: ImageWaiter,
+  r: ResolvedProxy,
+  avoid: readonly string[] = [],
+  note?: (host: string) => string,
+): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     if (run.status.host === undefined) {
-      const host = await place(run, r);
+      const host = await place(run, r, avoid);
       run.status = { ...run.status, host };
     }
-    setState(run, 'Provisioning');
+    setState(run, 'Provisioning', note?.(run.status.host!));
     try {
       const base = await ensureBase(run, images, r, run.status.host!);
       await createAndBoot(run, r, run.status.host!, base);

@@ -1,14 +1,15 @@
 // A proxy that belongs to a pool: it reports every change of its summary (state, health, host,
-// address, role) to the pool workflow, and applies the role the pool gives it (in discovery or
-// not). A proxy started outside a pool does neither, so its history is what it was.
-import { getExternalWorkflowHandle } from '@temporalio/workflow';
+// address, role, since when its host does not answer) to the pool workflow, and applies the role
+// the pool gives it (in discovery or not). A proxy started outside a pool does neither, so its
+// history is what it was.
+import { getExternalWorkflowHandle, patched } from '@temporalio/workflow';
 import { poolMemberSignal } from '../../contracts/messages.ts';
 import type { MemberReport } from '../../contracts/pool.ts';
 import type { ProxyStatus } from '../../contracts/proxy.ts';
 import type { ProxyRun } from './state.ts';
 
-/** The summary a member sends its pool. */
-export function memberReport(st: ProxyStatus, at: string): MemberReport {
+/** The summary a member sends its pool (`hostUnreachableSince`: see host-reach.ts). */
+export function memberReport(st: ProxyStatus, at: string, hostUnreachableSince?: string): MemberReport {
   const r: MemberReport = {
     name: st.name,
     state: st.state,
@@ -21,6 +22,7 @@ export function memberReport(st: ProxyStatus, at: string): MemberReport {
   if (st.host !== undefined) r.host = st.host;
   if (st.ip !== undefined) r.ip = st.ip;
   if (st.lastError !== undefined) r.lastError = `${st.lastError.code}: ${st.lastError.message}`;
+  if (hostUnreachableSince !== undefined) r.hostUnreachableSince = hostUnreachableSince;
   return r;
 }
 
@@ -39,7 +41,13 @@ function reportKey(r: MemberReport): string {
 export function reportToPool(run: ProxyRun, at: string): void {
   const pool = run.input.pool;
   if (pool === undefined) return;
-  const report = memberReport(run.status, at);
+  // Runs recorded before members reported their host's silence send the reports they sent then.
+  const since = run.hostUnreachableSince;
+  const report = memberReport(
+    run.status,
+    at,
+    since !== undefined && patched('member-host-unreachable') ? since : undefined,
+  );
   const key = reportKey(report);
   if (key === run.reported) return;
   run.reported = key;

@@ -15,6 +15,8 @@ export interface CarriedProxy {
   startedAtMs?: number;
   /** An address was read since the VM was last started. */
   addressedOnce: boolean;
+  /** RFC 3339 time since when the host has not answered the VM's reads (host-reach.ts). */
+  hostUnreachableSince?: string;
 }
 
 export interface ProxyWorkflowInput extends ProxySpec {
@@ -50,6 +52,24 @@ export interface PoolMembership {
   maxPerHost?: number;
 }
 
+/**
+ * A move of a standalone proxy's VM to another host (the `move` update), as far as it got:
+ * `checking` (the update looks for a host to go to), `asked` (handed to the Running loop),
+ * `deleting` (the VM on `from` is being deleted), `placing` (deleted; the new VM is being placed,
+ * created and booted). Workflow state, so a run replayed on another worker goes on from there;
+ * it never spans a continue-as-new (the loop does not continue as new while a move is pending).
+ */
+export interface PendingMove {
+  phase: 'checking' | 'asked' | 'deleting' | 'placing';
+  /** The host it leaves. */
+  from: string;
+  /** Hosts the new VM must not go to, `from` among them. */
+  avoidHosts: string[];
+  reason?: string;
+  /** RFC 3339 workflow time the update was accepted. */
+  at: string;
+}
+
 /** A permanent failure of the lifecycle: the proxy ends Failed with this reason. */
 export class ProxyFailed extends Error {
   readonly code: string;
@@ -73,10 +93,14 @@ export class ProxyRun {
   startedAtMs: number | undefined;
   /** An address was read since the VM was last started. */
   addressedOnce: boolean;
+  /** Since when the host has not answered the VM's reads (host-reach.ts); undefined while it answers. */
+  hostUnreachableSince: string | undefined;
   /** A create was attempted on `status.host`: cleanup must delete what it may have left. */
   mayHaveCreated: boolean;
   /** The delete update was accepted (as opposed to a cancellation from outside). */
   deleteRequested = false;
+  /** The move under way (PendingMove), if any. */
+  move: PendingMove | undefined;
   /** A resize the update handler asked for and the health loop has not applied yet. */
   pendingResize: ResizeTarget | undefined;
   private resizeError: string | undefined;
@@ -102,6 +126,7 @@ export class ProxyRun {
     this.missedPolls = carried?.missedPolls ?? 0;
     this.startedAtMs = carried?.startedAtMs;
     this.addressedOnce = carried?.addressedOnce ?? false;
+    this.hostUnreachableSince = carried?.hostUnreachableSince;
     const st = this.status;
     this.mayHaveCreated = st.host !== undefined && st.state !== 'Pending' && st.state !== 'WaitingForCapacity';
   }
@@ -130,7 +155,9 @@ export class ProxyRun {
 
   /** What the next run starts from after continue-as-new. */
   carried(resolved: ResolvedProxy): CarriedProxy {
-    const { status, missedPolls, startedAtMs, addressedOnce } = this;
-    return { resolved, status, missedPolls, startedAtMs, addressedOnce };
+    const { status, missedPolls, startedAtMs, addressedOnce, hostUnreachableSince } = this;
+    const c: CarriedProxy = { resolved, status, missedPolls, startedAtMs, addressedOnce };
+    if (hostUnreachableSince !== undefined) c.hostUnreachableSince = hostUnreachableSince;
+    return c;
   }
 }

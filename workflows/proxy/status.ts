@@ -44,14 +44,23 @@ export function markVmRunning(st: ProxyStatus, at: string): ProxyStatus {
 
 /** The VM was lost (`vmState`) and is being recreated: counted, no address, every condition False. */
 export function markRecreating(st: ProxyStatus, vmState: string, at: string): ProxyStatus {
+  return { ...vmDown(st, vmState, 'Recreating', at), recreations: st.recreations + 1 };
+}
+
+/** The VM is being moved to another host (its old one deleted first): not counted as a recreation. */
+export function markMoving(st: ProxyStatus, at: string): ProxyStatus {
+  return vmDown(st, 'Moving', 'Moving', at);
+}
+
+/** No VM serving while it is made again: no address, every condition False. */
+function vmDown(st: ProxyStatus, vmReason: string, reason: string, at: string): ProxyStatus {
   return {
     ...st,
-    recreations: st.recreations + 1,
     ip: undefined,
     conditions: {
-      VmRunning: setCondition(st.conditions.VmRunning, 'False', vmState, at),
-      AddressAssigned: setCondition(st.conditions.AddressAssigned, 'False', 'Recreating', at),
-      Healthy: setCondition(st.conditions.Healthy, 'False', 'Recreating', at),
+      VmRunning: setCondition(st.conditions.VmRunning, 'False', vmReason, at),
+      AddressAssigned: setCondition(st.conditions.AddressAssigned, 'False', reason, at),
+      Healthy: setCondition(st.conditions.Healthy, 'False', reason, at),
     },
     health: { ...st.health, consecutiveOk: 0 },
   };
@@ -103,6 +112,35 @@ export function resizeProblem(size: VmSize, state: ProxyState): string | undefin
   }
   if (size.vcpus === undefined && size.memoryMiB === undefined) return 'give vm.vcpus, vm.memoryMiB or both';
   if (isEnding(state)) return `the proxy is ${state}: nothing to resize`;
+  return undefined;
+}
+
+/** At most this many hosts in a move's `avoidHosts`. */
+export const MOVE_AVOID_MAX = 100;
+
+/**
+ * Why a move (`req`) is refused for a proxy with `st`, or undefined when it is accepted: a pool
+ * member (`pool`: its pool's ID) is moved by its pool; only a Running proxy (healthy or not) with
+ * no move under way (`moving`: the host it is leaving) moves.
+ */
+export function moveProblem(
+  req: unknown,
+  st: ProxyStatus,
+  pool: string | undefined,
+  moving: string | undefined,
+): string | undefined {
+  const body = req as { avoidHosts?: unknown; reason?: unknown } | null | undefined;
+  const avoid = body?.avoidHosts;
+  if (!Array.isArray(avoid) || avoid.some((h) => typeof h !== 'string' || h.length === 0)) {
+    return 'avoidHosts must be a list of host names (give [] to move off the current host only)';
+  }
+  if (avoid.length > MOVE_AVOID_MAX) return `avoidHosts lists ${avoid.length} hosts; at most ${MOVE_AVOID_MAX}`;
+  if (body?.reason !== undefined && typeof body.reason !== 'string') return 'reason must be a string when given';
+  if (pool !== undefined) {
+    return `the proxy is a member of pool ${pool}: its pool moves it (drain the host and the pool replaces its members there)`;
+  }
+  if (moving !== undefined) return `a move off ${moving} is already under way; wait for it to finish`;
+  if (st.state !== 'Running') return `the proxy is ${st.state}: only a Running proxy (healthy or not) can be moved`;
   return undefined;
 }
 
