@@ -7,8 +7,9 @@
  * since when its host has not answered, cleared by the next good read. Pool members report to a
  * stand-in pool (test/support/report-sink-workflow.ts).
  *
- * EP_RECORD_PROXY_MOVE_REPLAY=1 writes the first test's history to
- * test/replay/proxy-move.sdk-<version>.json (replayed by test/unit/replay.test.ts).
+ * EP_RECORD_PROXY_MOVE_REPLAY=1 writes the histories of the first move test and of the member's
+ * silent host to test/replay/proxy-move.sdk-<version>.json and
+ * proxy-member-host-unreachable.sdk-<version>.json (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
@@ -438,6 +439,9 @@ describe("a pool member's host that does not answer", () => {
             ],
             'one time through the outage, on the two reports that changed anyway (Healthy on the first silent read, the address dropped)',
           );
+          await h.executeUpdate(proxyDeleteUpdate);
+          assert.equal((await h.result()).state, 'Deleted');
+          await record(h, 'proxy-member-host-unreachable');
         },
         started,
       );
