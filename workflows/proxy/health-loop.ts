@@ -1,7 +1,8 @@
 // The Running phase of runs started before the health monitor (monitor-loop.ts), and of those
 // started with `healthLoop: 'poll'`: poll the VM every health interval, fold its address (H3) and
 // a probe (hysteresis) into the status, recreate a VM that is gone on its host, apply a pending
-// resize or move (move.ts), and continue-as-new when the history grows long. Its recreate and resize serve both loops.
+// resize or move (move.ts), and continue-as-new when the history grows long. Its recreate and
+// resize serve both loops.
 import { condition, isCancellation, makeContinueAsNewFunc, sleep, workflowInfo } from '@temporalio/workflow';
 import { CODES } from '../../contracts/errors.ts';
 import type { ProxyOutcome, ResolvedProxy, VmReading } from '../../contracts/proxy.ts';

@@ -3,7 +3,8 @@
 // records changed, so a healthy proxy adds no history between transitions. Here: hand the monitor
 // the state, take back what it returns (a transition, a VM gone, a boot out of time, the hourly
 // checkpoint), publish only what changed, recreate, resize and move (the monitor is cancelled for
-// them, move.ts) and continue-as-new at the checkpoint. Delete cancels the monitor with the lifecycle's scope.
+// them, move.ts) and continue-as-new at the checkpoint. Delete cancels the monitor with the
+// lifecycle's scope.
 import {
   CancellationScope,
   condition,

@@ -57,8 +57,9 @@ export function hostLacks(s: HostSurvey, needBytes: number, vm?: VmNeed): string
 }
 
 /**
- * Picks a host for `proxy`: among reachable hosts that are not cordoned and where it fits ({@link hostLacks}: pool space,
- * `maxProxies`, memory and vCPUs within the host's overcommit, free memory for `vm`), the one
+ * Picks a host for `proxy`: among reachable hosts that are not cordoned and where it fits
+ * ({@link hostLacks}: pool space, `maxProxies`, memory and vCPUs within the host's overcommit,
+ * free memory for `vm`), the one
  * with the fewest of our proxies per unit of weight; ties go by weighted rendezvous hashing of
  * (proxy, host), so a burst of proxies that all saw the same counts spreads over the hosts in
  * proportion to their weights, and the same proxy always ties to the same host. Returns the
