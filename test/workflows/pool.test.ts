@@ -100,6 +100,16 @@ async function record(h: WorkflowHandle, name: string): Promise<void> {
 
 const names = (s: PoolStatus): string[] => s.members.map((m) => m.name);
 
+/** Holds the third start of `f` until the returned function is called. */
+function holdThirdStart(f: PoolFakes): () => void {
+  let release = (): void => undefined;
+  const gate = new Promise<void>((r) => {
+    release = r;
+  });
+  f.holdStart = () => (f.starts().length === 3 ? gate : undefined);
+  return () => release();
+}
+
 describe('pool workflow', () => {
   it('creates N members, each told to serve once Healthy: Ready with N in discovery', opts, async () => {
     const f = new PoolFakes(e);
@@ -484,11 +494,7 @@ describe('pool workflow', () => {
 
   it('members that came up are told to serve while another member’s start is still in flight', opts, async () => {
     const f = new PoolFakes(e);
-    let release = (): void => undefined;
-    const gate = new Promise<void>((r) => {
-      release = r;
-    });
-    f.holdStart = () => (f.starts().length === 3 ? gate : undefined);
+    const release = holdThirdStart(f);
     await withPool(f, async (tq, started) => {
       const h = await startPool(e, tq, started, testPoolSpec({ size: 3 }));
       try {
@@ -511,11 +517,7 @@ describe('pool workflow', () => {
 
   it('a member that leaves while its start is in flight is deleted only after the start', opts, async () => {
     const f = new PoolFakes(e);
-    let release = (): void => undefined;
-    const gate = new Promise<void>((r) => {
-      release = r;
-    });
-    f.holdStart = () => (f.starts().length === 3 ? gate : undefined);
+    const release = holdThirdStart(f);
     await withPool(f, async (tq, started) => {
       const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }));
       await poolWhen(h, readyAt(2), 'Ready at 2');
