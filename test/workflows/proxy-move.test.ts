@@ -39,6 +39,7 @@ import {
   failure,
   fullSurvey,
   held,
+  idle,
   monitorStep,
   monitorWaiting,
   searchAttributes,
@@ -344,6 +345,40 @@ describe('moving a proxy', () => {
       started,
     );
   });
+});
+
+describe('placement and cordons', () => {
+  it(
+    'a proxy only cordoned hosts could take waits in WaitingForCapacity naming the cordon; uncordoned, it is placed',
+    opts,
+    async () => {
+      const f = fakes();
+      let cordoned = true;
+      f.survey = () =>
+        threeHosts({ h1: { cordoned }, h2: { cordoned }, h3: { reachable: false, error: 'SSH_CONNECT_TIMEOUT: x' } });
+      const started: WorkflowHandle[] = [];
+      await withWorker(
+        e,
+        f.activities(),
+        async (tq) => {
+          f.taskQueue = tq;
+          const { handle: h } = await startProxy(e, tq, started, { healthLoop: 'monitor' });
+          const s = await statusWhen(h, (x) => x.state === 'WaitingForCapacity', 'WaitingForCapacity');
+          assert.equal(
+            s.reason,
+            'every reachable host is cordoned; uncordon one or add a host (h1: cordoned; h2: cordoned; h3: unreachable)',
+          );
+          assert.equal(f.count('createProxyVm'), 0, 'nothing created on a cordoned host');
+          cordoned = false;
+          await idle(h, 'the capacity backoff timer', (x) => x.state === 'WaitingForCapacity');
+          await e.env.sleep(30_000); // the first capacity backoff
+          const placed = await statusWhen(h, (x) => x.state === 'Running', 'Running once uncordoned');
+          assert.equal(placed.host, 'h2');
+        },
+        started,
+      );
+    },
+  );
 });
 
 /** Starts a stand-in pool that keeps its members' reports. */
