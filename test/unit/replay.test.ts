@@ -21,7 +21,7 @@ import { WORKFLOWS_PATH, installTestRuntime } from '../support/temporal.ts';
 
 const REPLAY_DIR = fileURLToPath(new URL('../replay/', import.meta.url));
 const HISTORY_FILE = /^(?<name>[a-z0-9-]+)\.sdk-(?<sdk>\d+\.\d+\.\d+)\.json$/;
-/** The runs that must be replayed (a proxy's life, its failures, and a pool's); each must have a history. */
+/** The runs that must be replayed (a proxy's life, its failures, its move, a pool's, a host's drain); each must have a history. */
 const REQUIRED = [
   'proxy-create-delete',
   'proxy-capacity-wait',
@@ -29,6 +29,9 @@ const REQUIRED = [
   'proxy-cancel-mid-upload',
   'pool-rollout',
   'pool-replace-rollback',
+  'pool-host-drain',
+  'proxy-move',
+  'host-drain',
 ];
 
 interface RecordedHistory {
