@@ -122,6 +122,18 @@ function poolGauges(registry: Registry, pools: PoolStore, timeoutMs: number, err
     replacements: 'Members a pool replaced (failed or unhealthy) over its life',
     rollbacks: 'Rollouts a pool rolled back over its life',
   };
+  new Gauge({
+    name: 'egress_pool_phase',
+    help: "1 for each open pool's phase (Ready, Progressing, Paused, Degraded, Deleting): alert on Degraded",
+    labelNames: ['entry', 'pool', 'phase'] as const,
+    registers: [registry],
+    async collect() {
+      const list = await listOnce();
+      this.reset();
+      for (const p of list ?? [])
+        if (p.phase !== undefined) this.set({ entry: p.entry, pool: p.name, phase: p.phase }, 1);
+    },
+  });
   for (const field of FIELDS) {
     new Gauge({
       name: `egress_pool_${field}`,

@@ -223,7 +223,15 @@ describe('pool routes', () => {
 
   it('/metrics has the counts of each open pool from its memo, labelled by entry and pool', async () => {
     const p = pools.add(spec({ name: 'metered', size: 3 }));
-    Object.assign(p.summary, { healthy: 2, available: 2, spares: 1, updated: 3, replacements: 4, rollbacks: 1 });
+    Object.assign(p.summary, {
+      healthy: 2,
+      available: 2,
+      spares: 1,
+      updated: 3,
+      replacements: 4,
+      rollbacks: 1,
+      phase: 'Degraded',
+    });
     const text = (await call('GET', '/metrics')).body;
     const value = (metric: string): string | undefined =>
       new RegExp(`^${metric}\\{entry="lab",pool="metered"\\} (\\S+)$`, 'm').exec(text)?.[1];
@@ -234,6 +242,8 @@ describe('pool routes', () => {
     assert.equal(value('egress_pool_updated'), '3');
     assert.equal(value('egress_pool_replacements'), '4');
     assert.equal(value('egress_pool_rollbacks'), '1');
+    assert.match(text, /^egress_pool_phase\{entry="lab",pool="metered",phase="Degraded"\} 1$/m);
+    assert.doesNotMatch(text, /^egress_pool_phase\{entry="lab",pool="metered",phase="Ready"\}/m, 'one phase a pool');
     pools.pools.delete(p.summary.workflowId);
   });
 
