@@ -81,6 +81,10 @@ const specFields = {
         ...duration,
         description: 'a member never Healthy yet is not replaced as Unhealthy before it is this old (default 300000)',
       },
+      hostFailureGraceMs: {
+        ...duration,
+        description: 'a member whose host has not answered this long is replaced on another host (default 60000)',
+      },
       maxFailures: {
         ...whole(1, 100),
         description: 'the loop guard: members that never became available... (default 3)',

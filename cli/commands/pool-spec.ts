@@ -19,6 +19,7 @@ const NUMBERS = [
   ['progress-deadline-ms', 'rollout', 'progressDeadlineMs', 0],
   ['unhealthy-grace-ms', 'replacement', 'unhealthyGraceMs', 0],
   ['startup-grace-ms', 'replacement', 'startupGraceMs', 0],
+  ['host-failure-grace-ms', 'replacement', 'hostFailureGraceMs', 0],
   ['max-failures', 'replacement', 'maxFailures', 1],
   ['failure-window-ms', 'replacement', 'windowMs', 0],
   ['backoff-ms', 'replacement', 'backoffMs', 0],
@@ -55,6 +56,7 @@ export const SPEC_HELP = `  --image KEY          the template's image key
   --max-surge N (1)  --max-unavailable N (0)  --min-healthy-ms MS (10000)
   --progress-deadline-ms MS (600000)                               rollout
   --unhealthy-grace-ms MS (60000)  --startup-grace-ms MS (300000, a member never Healthy yet)
+  --host-failure-grace-ms MS (60000, a member whose host does not answer)
   --max-failures N (3)  --failure-window-ms MS (1800000)
   --backoff-ms MS (600000)                                         replacement and its loop guard
   --max-age-ms MS (never)  --jitter F (0.1)                        rotation by age

@@ -276,6 +276,7 @@ describe('the pool spec schema and poolSpecProblems agree on every range', () =>
     ['rollout.progressDeadlineMs', 10_000, 30 * 86_400_000],
     ['replacement.unhealthyGraceMs', 0, 30 * 86_400_000],
     ['replacement.startupGraceMs', 0, 30 * 86_400_000],
+    ['replacement.hostFailureGraceMs', 0, 30 * 86_400_000],
     ['replacement.maxFailures', 1, 100],
     ['replacement.windowMs', 1000, 30 * 86_400_000],
     ['replacement.backoffMs', 1000, 30 * 86_400_000],

@@ -74,6 +74,7 @@ describe('egressctl pool commands', () => {
     const argv = ['pool', 'create', 'lab/crawl', '--size', '2', '--image', 'deb', '--spares', '1'];
     const extra = ['--max-surge', '2', '--max-unavailable', '0', '--memory-mib', '1024', '--avoid-host', 'hv9'];
     const extra2 = ['--scale-down-policy', 'oldest', '--jitter', '0.2', '--unhealthy-grace-ms', '30000'];
+    extra2.push('--host-failure-grace-ms', '90000');
     const r = await egressctl(...argv, ...extra, ...extra2, '--output', 'json');
     assert.equal(r.code, EXIT.ok);
     assert.equal((JSON.parse(r.lines[0]!) as { created: boolean }).created, true);
@@ -85,7 +86,7 @@ describe('egressctl pool commands', () => {
       template: { imageKey: 'deb', vm: { memoryMiB: 1024 } },
       placement: { avoidHosts: ['hv9'] },
       rollout: { maxSurge: 2, maxUnavailable: 0 },
-      replacement: { unhealthyGraceMs: 30_000 },
+      replacement: { unhealthyGraceMs: 30_000, hostFailureGraceMs: 90_000 },
       rotation: { jitter: 0.2 },
       scaleDownPolicy: 'oldest',
     });
