@@ -83,14 +83,7 @@ export interface ProxyMoveRequest {
  * A host as the API shows it (`/v1/hosts`, the fleet page): its maintenance status beside the last
  * provider-health survey and the count of our open proxy workflows on it.
  */
-export interface HostView {
-  entry: string;
-  host: string;
-  phase: HostPhase;
-  cordoned: boolean;
-  since?: string;
-  reason?: string;
-  drain?: HostDrain;
+export interface HostView extends HostStatus {
   /** From the last provider-health survey (absent before the first). */
   reachable?: boolean;
   surveyedAt?: string;
