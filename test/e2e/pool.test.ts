@@ -14,6 +14,10 @@
  *   host lost       the host with the most members black-holed (a blackhole route to its address):
  *                   the pool is whole again on the other host; once the route goes, the stranded
  *                   members' workflows delete their VMs
+ *   drain           the host with the most members drained (cordon, members replaced elsewhere
+ *                   within maxSurge 1, maxUnavailable 0) while the prober samples: the host ends
+ *                   Drained with no domain of the entry, at no sample fewer than N - 1 answer;
+ *                   uncordon makes it schedulable again (its workflow ends)
  *   delete          the pool's delete ends its workflow Deleted; no domain of the entry is left
  *
  *   test/e2e/run pool     (builds or reuses the image first)
@@ -34,7 +38,9 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import { poolDeleteUpdate, poolSpecUpdate, poolStatusQuery } from '../../contracts/messages.ts';
 import { POOL_WORKFLOW_TYPE, poolAddresses, poolWorkflowId } from '../../contracts/pool.ts';
 import type { PoolSpec, PoolStatus } from '../../contracts/pool.ts';
+import type { HostStatus } from '../../contracts/host.ts';
 import { PROXY_DELETE_UPDATE, proxyWorkflowId } from '../../contracts/proxy.ts';
+import { drainHost, hostStatus, uncordonHost } from '../../client/hosts.ts';
 import type { poolWorkflow } from '../../workflows/pool/index.ts';
 import { sleep, within } from '../support/bounded.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
@@ -59,7 +65,7 @@ const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 const say = (line: string): void => void process.stdout.write(`e2e-pool: ${line}\n`);
 
 describe(
-  'a pool of real proxies: ready, a VM lost, a rolling update without a gap, delete',
+  'a pool of real proxies: ready, a VM lost, a rolling update without a gap, a host lost, a drain, delete',
   { timeout: 40 * 60_000 },
   () => {
     let hosts: TestHost[];
@@ -70,7 +76,10 @@ describe(
     let tmp: string;
     let worker: WorkerProcess | undefined;
     let pool: WorkflowHandle<typeof poolWorkflow>;
+    let taskQueue = '';
     const rows: string[] = [];
+    /** The test host drained right now (uncordoned on every path). */
+    let cordoned: string | undefined;
     /** The test host address black-holed right now (removed on every path). */
     let blackholed: string | undefined;
     /** Every member name the pool reported (their workflows must all have ended at the end). */
@@ -119,6 +128,62 @@ describe(
       return code;
     };
     const hostNamed = (name: string | undefined): TestHost | undefined => hosts.find((h) => h.name === name);
+    /**
+     * Runs `work` while a prober outside the system asks the pool every second for its discovery
+     * list and CONNECTs through each listed member from inside its host (one retry at once: on this
+     * 2-core machine a guest booting under TCG can starve a serving neighbour past curl's bound; a
+     * member really gone fails both). Returns the samples and the first attempts that failed.
+     */
+    const probeDuring = async (
+      work: () => Promise<unknown>,
+    ): Promise<{ samples: { listed: number; answered: number; at: number; failed?: string[] }[]; slow: string[] }> => {
+      const samples: { listed: number; answered: number; at: number; failed?: string[] }[] = [];
+      let probing = true;
+      /** First attempts that failed (the retry answered or not). */
+      const slow: string[] = [];
+      const t0 = performance.now();
+      const prober = (async () => {
+        for (let i = 0; probing && i < 1200; i++) {
+          const t = performance.now();
+          const st = await status().catch(() => undefined);
+          if (st) {
+            const listed = poolAddresses(st);
+            const codes = await Promise.all(
+              listed.map((a) => {
+                const h = hostNamed(st.members.find((m) => m.name === a.name)?.host);
+                if (!h) return Promise.resolve(0);
+                // One retry at once: on this 2-core machine a guest booting under TCG can starve a
+                // serving neighbour past curl's bound; a member really gone fails both.
+                return connectThrough(h, a.address).then(async (c) => {
+                  if (c === 200) return c;
+                  slow.push(`${a.name}: ${c}`);
+                  return connectThrough(h, a.address);
+                });
+              }),
+            );
+            const failed = listed.flatMap((a, j) =>
+              codes[j] === 200 ? [] : [`${a.name} ${a.address}: ${codes[j]} (${why.get(a.address) ?? ''})`],
+            );
+            const at = Math.round(performance.now() - t0);
+            samples.push({
+              listed: listed.length,
+              answered: listed.length - failed.length,
+              at,
+              ...(failed.length ? { failed } : {}),
+            });
+            if (failed.length > 0) say(`sample at ${secs(at)}: ${failed.join('; ')}`);
+          }
+          await sleep(Math.max(0, 1000 - (performance.now() - t)));
+        }
+      })();
+      try {
+        await work();
+      } finally {
+        probing = false;
+        await prober;
+      }
+      return { samples, slow };
+    };
 
     before(async () => {
       hosts = loadTestHosts().filter((h) => h.name === 'ep-h1' || h.name === 'ep-h2');
@@ -153,7 +218,7 @@ describe(
       e.squid.allowDestinations = [`${hosts[0]!.rootSideAddress}/32`];
       e.squid.allowedClientCidrs = hosts.map((h) => String(h['networkCidr']));
       const providersFile = await writeProvidersFile(tmp, config);
-      const taskQueue = uniqueId('e2e-pool');
+      taskQueue = uniqueId('e2e-pool');
       worker = await spawnWorker(providersFile, taskQueue, 120_000);
       const spec: PoolSpec = {
         entry,
@@ -175,6 +240,10 @@ describe(
     after(async () => {
       if (blackholed !== undefined)
         await pexec('ip', ['route', 'del', 'blackhole', `${blackholed}/32`]).catch(() => undefined);
+      if (cordoned !== undefined)
+        await uncordonHost(client, entry, cordoned, { reason: 'e2e cleanup' }).catch((err: unknown) =>
+          say(`cleanup: uncordon ${cordoned}: ${String(err)}`),
+        );
       const d = await pool?.describe().catch(() => undefined);
       if (d?.status.name === 'RUNNING') {
         await within(pool.executeUpdate(poolDeleteUpdate), 30_000, 'delete the pool').catch(() => undefined);
@@ -264,46 +333,8 @@ describe(
     });
 
     it('rolling update: a new image key rolls through and discovery never drops below two', async () => {
-      const samples: { listed: number; answered: number; at: number; failed?: string[] }[] = [];
-      let probing = true;
-      /** First attempts that failed (the retry answered or not). */
-      const slow: string[] = [];
       const t0 = performance.now();
-      const prober = (async () => {
-        for (let i = 0; probing && i < 1200; i++) {
-          const t = performance.now();
-          const st = await status().catch(() => undefined);
-          if (st) {
-            const listed = poolAddresses(st);
-            const codes = await Promise.all(
-              listed.map((a) => {
-                const h = hostNamed(st.members.find((m) => m.name === a.name)?.host);
-                if (!h) return Promise.resolve(0);
-                // One retry at once: on this 2-core machine a guest booting under TCG can starve a
-                // serving neighbour past curl's bound; a member really gone fails both.
-                return connectThrough(h, a.address).then(async (c) => {
-                  if (c === 200) return c;
-                  slow.push(`${a.name}: ${c}`);
-                  return connectThrough(h, a.address);
-                });
-              }),
-            );
-            const failed = listed.flatMap((a, j) =>
-              codes[j] === 200 ? [] : [`${a.name} ${a.address}: ${codes[j]} (${why.get(a.address) ?? ''})`],
-            );
-            const at = Math.round(performance.now() - t0);
-            samples.push({
-              listed: listed.length,
-              answered: listed.length - failed.length,
-              at,
-              ...(failed.length ? { failed } : {}),
-            });
-            if (failed.length > 0) say(`sample at ${secs(at)}: ${failed.join('; ')}`);
-          }
-          await sleep(Math.max(0, 1000 - (performance.now() - t)));
-        }
-      })();
-      try {
+      const { samples, slow } = await probeDuring(async () => {
         const accepted = await pool.executeUpdate(poolSpecUpdate, { args: [{ template: { imageKey: key2 } }] });
         assert.equal(accepted.revision, 2);
         const st = await until(
@@ -316,10 +347,7 @@ describe(
           'the rollout done',
         );
         assert.equal(st.available, SIZE);
-      } finally {
-        probing = false;
-        await prober;
-      }
+      });
       const fewest = Math.min(...samples.map((s) => s.answered));
       const ok = samples.length > 10 && fewest >= SIZE;
       row(
@@ -375,6 +403,54 @@ describe(
         left.length === 0,
       );
       assert.deepEqual(left, []);
+    });
+
+    it('drain: the host with the members empties while never fewer than N - 1 answer; uncordon ends its workflow', async () => {
+      const before = await status();
+      const on = (h: TestHost): string[] => before.members.filter((m) => m.host === h.name).map((m) => m.name);
+      const drained = on(hosts[0]!).length >= on(hosts[1]!).length ? hosts[0]! : hosts[1]!;
+      const moving = on(drained);
+      assert.ok(moving.length > 0, `a member runs on ${drained.name}`);
+      const t0 = performance.now();
+      let end: HostStatus | undefined;
+      const { samples, slow } = await probeDuring(async () => {
+        const accepted = await drainHost(client, entry, drained.name, { reason: 'e2e drain' }, taskQueue);
+        cordoned = drained.name;
+        assert.equal(accepted.cordoned, true);
+        say(`draining ${drained.name}, members there: ${moving.join(', ')}`);
+        await until(
+          (s) =>
+            s.phase === 'Ready' &&
+            s.available === SIZE &&
+            s.members.length === SIZE &&
+            s.members.every((m) => m.host !== drained.name),
+          2 * READY_BOUND_MS,
+          `the pool whole off ${drained.name}`,
+        );
+        for (let i = 0; i < 90; i++) {
+          end = await hostStatus(client, entry, drained.name);
+          if (end.phase === 'Drained') break;
+          await sleep(2000);
+        }
+      });
+      const fewest = Math.min(...samples.map((s) => s.answered));
+      const left = await domainsOf(drained, entry);
+      row(
+        'drain',
+        `${drained.name} ${end?.phase} in ${secs(performance.now() - t0)}, ${left.length} domains of the entry left; ${samples.length} samples, fewest answering ${fewest}; first attempts retried ${slow.length}`,
+        end?.phase === 'Drained' && left.length === 0 && fewest >= SIZE - 1,
+      );
+      assert.equal(end?.phase, 'Drained', `the host's drain finished: ${JSON.stringify(end)}`);
+      assert.deepEqual(left, [], `no domain of the entry is left on ${drained.name}`);
+      assert.ok(samples.length > 10, 'the prober took samples');
+      assert.ok(
+        fewest >= SIZE - 1,
+        `at every sample at least ${SIZE - 1} members answered: ${JSON.stringify(samples.filter((x) => x.failed))}`,
+      );
+      const un = await uncordonHost(client, entry, drained.name, { reason: 'e2e drain done' });
+      cordoned = undefined;
+      assert.equal(un.cordoned, false);
+      assert.equal((await hostStatus(client, entry, drained.name)).phase, 'Schedulable');
     });
 
     it('delete: the pool ends Deleted and leaves no domain of the entry', async () => {
