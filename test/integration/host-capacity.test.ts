@@ -108,7 +108,7 @@ describe('host capacity from libvirt, against virsh on the test hosts', { timeou
       const node = fields(await virsh(host, 'nodeinfo'));
       const memstats = fields(await virsh(host, 'nodememstats'));
       assert.equal(s.memoryTotalMiB, Math.floor(need(memstats, 'total') / 1024), `${host.name}: nodememstats total`);
-      assert.ok(s.memoryFreeMiB! <= s.memoryTotalMiB!, `${host.name}: free within the total`);
+      assert.ok(s.memoryFreeMiB! <= s.memoryTotalMiB, `${host.name}: free within the total`);
       assert.equal(s.cpus, need(node, 'CPU(s)'), `${host.name}: nodeinfo CPUs`);
 
       const lo = Math.floor(Math.min(before[i]!, afterKiB[i]!) / 1024) - FREE_SLACK_MIB;
