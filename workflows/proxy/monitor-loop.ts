@@ -97,7 +97,14 @@ export async function monitorLoop(run: ProxyRun, images: ImageWaiter, proxy: Res
     publishIfChanged(run);
     if (run.hostUnreachableSince !== since) reportToPool(run, nowIso());
     if (got.reason === 'Checkpoint' || workflowInfo().continueAsNewSuggested) {
-      if (!(await mayContinueAsNew(run))) continue;
+      if (!(await mayContinueAsNew(run))) {
+        // A resize handed over at the checkpoint is applied first (a move: at the loop's top).
+        if (!moveAsked(run) && run.pendingResize !== undefined) {
+          r = await applyResize(run, r, host);
+          waitFirst = false;
+        }
+        continue;
+      }
       await run.lastReport; // a pool member's last report reaches its pool first
       // The memo (the client's spec among it) goes along explicitly.
       await makeContinueAsNewFunc<(input: ProxyWorkflowInput) => Promise<ProxyOutcome>>({

@@ -5,7 +5,7 @@
 // is created elsewhere: never two VMs of one proxy), places the proxy again as at create with the
 // avoided hosts excluded (waiting for capacity if need be), creates and boots it there and goes on
 // Running on the new host. Clients see the gap of one boot and a new address (docs/operator-guide.md).
-import { ApplicationFailure, allHandlersFinished, condition } from '@temporalio/workflow';
+import { ApplicationFailure, allHandlersFinished, condition, patched } from '@temporalio/workflow';
 import type { ProxyMoveRequest } from '../../contracts/host.ts';
 import type { ProxyStatus, ResolvedProxy } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
@@ -96,10 +96,14 @@ export async function applyMove(run: ProxyRun, images: ImageWaiter, r: ResolvedP
 }
 
 /**
- * Waits until the run may continue as new: every handler finished, or a move handed over, which
- * is made first (false: the loop takes it up and continues as new at a later checkpoint).
+ * Waits until the run may continue as new: every handler finished, or a move or a resize handed
+ * over (their handlers wait for the loop), which is made first (false: the loop takes it up and
+ * continues as new at a later checkpoint). Runs from before the resize wake (no
+ * `checkpoint-resize` marker) wait as they did.
  */
 export async function mayContinueAsNew(run: ProxyRun): Promise<boolean> {
-  await condition(() => allHandlersFinished() || moveAsked(run));
-  return run.move === undefined;
+  const resizeWakes = patched('checkpoint-resize');
+  const resizeAsked = () => resizeWakes && run.pendingResize !== undefined;
+  await condition(() => allHandlersFinished() || moveAsked(run) || resizeAsked());
+  return run.move === undefined && !resizeAsked();
 }
