@@ -187,7 +187,9 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
     const dom = (await chromium('--dump-dom', page(w!.tokens.reader))).stdout;
     assert.match(dom, /<body[^>]*data-state="ok"/, `the page loaded the fleet: ${text(dom).slice(0, 2000)}`);
     assert.ok(!dom.includes(w!.tokens.reader), 'the token is not in the page');
-    assert.match(text(section(dom, 'pools')), /Pools: 2/);
+    // Every open pool of the namespace is listed (other runs' too): ours are two of them.
+    const listed = Number(/Pools: (\d+)/.exec(text(section(dom, 'pools')))?.[1]);
+    assert.ok(listed >= 2, `the page counts the pools: ${text(section(dom, 'pools'))}`);
     const pools = section(dom, 'pools');
     // Pool, Phase, Desired, Healthy, Available, Updated, Spares, Rollout step, Revision, Members, Notes.
     const web = row(pools, `${entry}/web`);
