@@ -42,16 +42,22 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import { poolDeleteUpdate, poolScaleUpdate, poolStatusQuery } from '../contracts/messages.ts';
 import type { PoolSpec, PoolStatus } from '../contracts/pool.ts';
 import { POOL_WORKFLOW_TYPE, poolAddresses, poolWorkflowId } from '../contracts/pool.ts';
-import { PROXY_DELETE_UPDATE } from '../contracts/proxy.ts';
 import type { poolWorkflow } from '../workflows/pool/index.ts';
 import { within } from '../test/support/bounded.ts';
-import { fleetConfig, spawnWorker, writeProvidersFile } from '../test/support/fleet.ts';
+import { spawnWorker, writeProvidersFile } from '../test/support/fleet.ts';
+import {
+  deleteOpenMembers,
+  GUEST_POOL_POLICIES,
+  guestEntryConfig,
+  openMemberIds,
+  removeEntryObjects,
+} from '../test/support/pool-guests.ts';
 import type { WorkerProcess } from '../test/support/fleet.ts';
 import { ImageMirror, sha256Hex } from '../test/support/mirror.ts';
 import { startTarget } from '../test/support/target.ts';
 import type { Target } from '../test/support/target.ts';
 import { connectClient, uniqueId } from '../test/support/temporal.ts';
-import { domainsOf, hostPath, inHost, loadTestHosts, virsh, volumesOf } from '../test/support/testhosts.ts';
+import { hostPath, inHost, loadTestHosts, virsh } from '../test/support/testhosts.ts';
 import type { TestHost } from '../test/support/testhosts.ts';
 import { rssMiB } from './lib/dev-server.ts';
 import { HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
@@ -117,7 +123,7 @@ async function until(what: string, done: (s: PoolStatus) => boolean, everyMs = 1
     const t = performance.now();
     st = await status().catch(() => st);
     if (st) {
-      const line = `${st.phase} desired ${st.desired} spares ${st.spares} available ${st.available} | ${st.members.map((m) => `${m.name}@${m.host ?? '-'} ${m.state}/${m.healthy}/${m.role}${m.available ? '*' : ''}`).join(', ')}`;
+      const line = `${st.phase} desired ${st.desired} spares ${st.spares} available ${st.available} replacements ${st.replacements} | ${st.members.map((m) => `${m.name}@${m.host ?? '-'} ${m.state}/${m.healthy}/${m.role}${m.available ? '*' : ''}${m.condemned ? ` (${m.condemned})` : ''}`).join(', ')}`;
       if (line !== last) say(line);
       last = line;
       if (done(st)) return st;
@@ -152,6 +158,8 @@ interface Trial {
 /** Scale 1 → 2 from the settled state (with or without the spare); back to 1 with a Healthy spare. */
 async function trial(withSpare: boolean, k: number): Promise<Trial> {
   const spares = withSpare ? 1 : 0;
+  // The state can change between trials (a spare replaced while the anchor boots): settle again.
+  await until('1 serving and a Healthy spare', oneAndSpare);
   if (!withSpare) {
     await scale(1, 0);
     await until('the spare gone', oneAlone);
@@ -290,19 +298,13 @@ async function setUp(): Promise<void> {
   target = await startTarget(hosts[0]!.rootSideAddress, 'hello from the spare bench target\n');
   web = http.createServer((_req, res) => res.end('hello from the spare bench\n'));
   await new Promise<void>((resolve) => web!.listen(0, hosts[0]!.rootSideAddress, resolve));
-  const config = fleetConfig({
+  const config = guestEntryConfig({
     entry,
     ownerUid: `bench-spare-${run}`,
     hosts,
     images: { [key]: { url: mirror.serve(`/${entry}/a.qcow2`, image), sha256: sha } },
-    health: { intervalMs: 2_000, probeTimeoutMs: 5_000, healthyAfter: 2, unhealthyAfter: 3 },
-    timeouts: { rpcMs: 60_000, downloadBodyIdleMs: 30_000, downloadTotalMs: 600_000, bootMs: 300_000 },
+    targetPort: target.port,
   });
-  const e = config.providers[0]!;
-  e.vm = { vcpus: 1, memoryMiB: 512, diskGiB: 4 };
-  e.health.target = `${hosts[0]!.rootSideAddress}:${target.port}`;
-  e.squid.allowDestinations = [`${hosts[0]!.rootSideAddress}/32`];
-  e.squid.allowedClientCidrs = hosts.map((h) => String(h['networkCidr']));
   const taskQueue = uniqueId('bench-spare');
   worker = await spawnWorker(await writeProvidersFile(tmp, config), taskQueue, 120_000);
   const pid = worker.child.pid!;
@@ -319,9 +321,7 @@ async function setUp(): Promise<void> {
     size: 1,
     spares: 1,
     template: { imageKey: key },
-    rollout: { maxSurge: 1, maxUnavailable: 0, minHealthyMs: 5_000, progressDeadlineMs: 15 * 60_000 },
-    replacement: { unhealthyGraceMs: 30_000 },
-    drainDelayMs: 3_000,
+    ...GUEST_POOL_POLICIES,
   };
   pool = await client.workflow.start<typeof poolWorkflow>(POOL_WORKFLOW_TYPE, {
     workflowId: poolWorkflowId(entry, POOL),
@@ -344,37 +344,19 @@ function cleanUp(): Promise<string[]> {
         say(`cleanup: ${String(err)}`),
       );
     }
-    if (client) {
-      const open = client.workflow.list({ query: `ProxyPool = '${entry}/${POOL}' AND ExecutionStatus = 'Running'` });
-      for await (const wf of open) {
-        const h = client.workflow.getHandle(wf.workflowId);
-        await within(h.executeUpdate(PROXY_DELETE_UPDATE), 30_000, `delete ${wf.workflowId}`).catch(() => undefined);
-        await within(h.result(), 120_000, `${wf.workflowId} to end`).catch(() => undefined);
-      }
-    }
+    if (client)
+      await deleteOpenMembers(client, `${entry}/${POOL}`).catch((err: unknown) => say(`cleanup: ${String(err)}`));
     await worker?.stop().catch(() => worker?.kill());
     for (const h of hosts) {
       const anchors = (await virsh(h, 'list', '--all', '--name').catch(() => ''))
         .split('\n')
         .filter((n) => n.startsWith(`epb_${entry}_`));
       for (const a of anchors) await removeAnchor(h, a);
-      for (const dom of await domainsOf(h, entry).catch(() => [] as string[])) {
-        await virsh(h, 'destroy', dom).catch(() => '');
-        await virsh(h, 'undefine', dom).catch(() => '');
-      }
-      const vols = (await virsh(h, 'vol-list', h.pool).catch(() => ''))
-        .split('\n')
-        .map((l) => l.trim().split(/\s+/)[0] ?? '')
-        .filter((v) => v.includes(entry) || v.includes(key));
-      for (const v of vols) await virsh(h, 'vol-delete', '--pool', h.pool, v).catch(() => '');
-      left.push(
-        ...(await domainsOf(h, entry).catch(() => [])).map((x) => `${h.name} domain ${x}`),
-        ...(await volumesOf(h, entry).catch(() => [])).map((x) => `${h.name} volume ${x}`),
-      );
     }
+    left.push(...(await removeEntryObjects(hosts, entry, [key])));
     if (client) {
-      const open = client.workflow.list({ query: `ProxyPool = '${entry}/${POOL}' AND ExecutionStatus = 'Running'` });
-      for await (const wf of open) left.push(`workflow ${wf.workflowId} still running`);
+      for (const id of await openMemberIds(client, `${entry}/${POOL}`).catch(() => []))
+        left.push(`workflow ${id} still running`);
       await client.connection.close();
     }
     await target?.close();
