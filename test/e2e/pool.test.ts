@@ -39,11 +39,17 @@ import { poolDeleteUpdate, poolSpecUpdate, poolStatusQuery } from '../../contrac
 import { POOL_WORKFLOW_TYPE, poolAddresses, poolWorkflowId } from '../../contracts/pool.ts';
 import type { PoolSpec, PoolStatus } from '../../contracts/pool.ts';
 import type { HostStatus } from '../../contracts/host.ts';
-import { PROXY_DELETE_UPDATE, proxyWorkflowId } from '../../contracts/proxy.ts';
+import { proxyWorkflowId } from '../../contracts/proxy.ts';
 import { drainHost, hostStatus, uncordonHost } from '../../client/hosts.ts';
 import type { poolWorkflow } from '../../workflows/pool/index.ts';
 import { sleep, within } from '../support/bounded.ts';
-import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
+import { spawnWorker, writeProvidersFile } from '../support/fleet.ts';
+import {
+  deleteOpenMembers,
+  GUEST_POOL_POLICIES,
+  guestEntryConfig,
+  removeEntryObjects,
+} from '../support/pool-guests.ts';
 import type { WorkerProcess } from '../support/fleet.ts';
 import { ImageMirror, sha256Hex } from '../support/mirror.ts';
 import { startTarget } from '../support/target.ts';
@@ -201,7 +207,7 @@ describe(
       // which races curl's reading of the CONNECT reply).
       web = http.createServer((_req, res) => res.end('hello from the pool prober target\n'));
       await new Promise<void>((resolve) => web.listen(0, hosts[0]!.rootSideAddress, resolve));
-      const config = fleetConfig({
+      const config = guestEntryConfig({
         entry,
         ownerUid: owner,
         hosts,
@@ -209,14 +215,8 @@ describe(
           [key1]: { url: mirror.serve(`/${entry}/a.qcow2`, image), sha256: sha },
           [key2]: { url: mirror.serve(`/${entry}/b.qcow2`, image), sha256: sha },
         },
-        health: { intervalMs: 2_000, probeTimeoutMs: 5_000, healthyAfter: 2, unhealthyAfter: 3 },
-        timeouts: { rpcMs: 60_000, downloadBodyIdleMs: 30_000, downloadTotalMs: 600_000, bootMs: 300_000 },
+        targetPort: target.port,
       });
-      const e = config.providers[0]!;
-      e.vm = { vcpus: 1, memoryMiB: 512, diskGiB: 4 };
-      e.health.target = `${hosts[0]!.rootSideAddress}:${target.port}`;
-      e.squid.allowDestinations = [`${hosts[0]!.rootSideAddress}/32`];
-      e.squid.allowedClientCidrs = hosts.map((h) => String(h['networkCidr']));
       const providersFile = await writeProvidersFile(tmp, config);
       taskQueue = uniqueId('e2e-pool');
       worker = await spawnWorker(providersFile, taskQueue, 120_000);
@@ -225,9 +225,7 @@ describe(
         name: POOL,
         size: SIZE,
         template: { imageKey: key1 },
-        rollout: { maxSurge: 1, maxUnavailable: 0, minHealthyMs: 5_000, progressDeadlineMs: 15 * 60_000 },
-        replacement: { unhealthyGraceMs: 30_000 },
-        drainDelayMs: 3_000,
+        ...GUEST_POOL_POLICIES,
       };
       pool = await client.workflow.start<typeof poolWorkflow>(POOL_WORKFLOW_TYPE, {
         workflowId: poolWorkflowId(entry, POOL),
@@ -252,25 +250,9 @@ describe(
         );
       }
       // Members a failed run left: their workflows delete their VMs; then anything still there goes by hand.
-      for await (const wf of client.workflow.list({
-        query: `ProxyPool = '${entry}/${POOL}' AND ExecutionStatus = 'Running'`,
-      })) {
-        const h = client.workflow.getHandle(wf.workflowId);
-        await within(h.executeUpdate(PROXY_DELETE_UPDATE), 30_000, `delete ${wf.workflowId}`).catch(() => undefined);
-        await within(h.result(), 120_000, `${wf.workflowId} to end`).catch(() => undefined);
-      }
+      await deleteOpenMembers(client, `${entry}/${POOL}`);
       await worker?.stop().catch(() => worker?.kill());
-      for (const h of hosts ?? []) {
-        for (const dom of await domainsOf(h, entry).catch(() => [] as string[])) {
-          await virsh(h, 'destroy', dom).catch(() => '');
-          await virsh(h, 'undefine', dom).catch(() => '');
-        }
-        const vols = (await virsh(h, 'vol-list', h.pool).catch(() => ''))
-          .split('\n')
-          .map((l) => l.trim().split(/\s+/)[0] ?? '')
-          .filter((v) => v.includes(entry) || v.includes(key1) || v.includes(key2));
-        for (const v of vols) await virsh(h, 'vol-delete', '--pool', h.pool, v).catch(() => '');
-      }
+      if (hosts) await removeEntryObjects(hosts, entry, [key1, key2]);
       await target?.close();
       if (web)
         await new Promise<void>((resolve) => {
