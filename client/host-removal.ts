@@ -7,7 +7,7 @@
 // connection.ts withDeadline, page by page, with a bound on how many proxies are read.
 import type { Client } from '@temporalio/client';
 import { DEFAULT_CALL_TIMEOUT_MS } from './connection.ts';
-import { listQuery, temporalStore } from './store.ts';
+import { listQuery, temporalStore, visibilityLiteral } from './store.ts';
 
 /** A provider entry of the providers file and the names of its hosts. */
 export interface ConfiguredEntry {
@@ -106,7 +106,7 @@ export class HostRemovedError extends Error {
 
 /** The visibility query of the open proxy workflows of `taskQueue`. */
 export function openProxiesQuery(taskQueue: string): string {
-  return `${listQuery({ openOnly: true })} AND TaskQueue = '${taskQueue.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
+  return `${listQuery({ openOnly: true })} AND TaskQueue = ${visibilityLiteral(taskQueue)}`;
 }
 
 export interface StrandedCheck {

@@ -10,6 +10,7 @@ import type { HostSurvey, ProviderHealthResult } from '../contracts/fleet.ts';
 import { HOST_WORKFLOW_TYPE } from '../contracts/host.ts';
 import type { HostActionRequest, HostStatus, HostView } from '../contracts/host.ts';
 import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
+import { visibilityLiteral } from './store.ts';
 import {
   cordonHost,
   countProxiesOnHost,
@@ -123,16 +124,7 @@ export function hostView(
   s: { line: HostSurvey; at: string } | undefined,
   proxies: number,
 ): HostView {
-  const v: HostView = {
-    entry: status.entry,
-    host: status.host,
-    phase: status.phase,
-    cordoned: status.cordoned,
-    proxies,
-  };
-  if (status.since !== undefined) v.since = status.since;
-  if (status.reason !== undefined) v.reason = status.reason;
-  if (status.drain !== undefined) v.drain = status.drain;
+  const v: HostView = { ...status, proxies };
   if (s !== undefined) {
     v.reachable = s.line.reachable;
     v.surveyedAt = s.at;
@@ -150,7 +142,7 @@ const OPEN_HOSTS_MAX = 10_000;
 /** The visibility query of the open host workflows (of one task queue when given). */
 export function openHostsQuery(taskQueue?: string): string {
   const parts = [`WorkflowType = '${HOST_WORKFLOW_TYPE}'`, `ExecutionStatus = 'Running'`];
-  if (taskQueue !== undefined) parts.push(`TaskQueue = '${taskQueue.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`);
+  if (taskQueue !== undefined) parts.push(`TaskQueue = ${visibilityLiteral(taskQueue)}`);
   return parts.join(' AND ');
 }
 

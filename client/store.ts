@@ -85,6 +85,11 @@ export interface TemporalStoreOptions {
   pollerFreshMs?: number;
 }
 
+/** A string as a visibility-query literal: quoted, with backslashes and quotes escaped. */
+export function visibilityLiteral(v: string): string {
+  return `'${v.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
+}
+
 /** The visibility query of a list: `WorkflowType = 'proxyLifecycle' AND ...`. Values must be plain identifiers. */
 export function listQuery(f: {
   state?: string;
@@ -97,7 +102,7 @@ export function listQuery(f: {
   pool?: string;
   openOnly?: boolean;
 }): string {
-  const q = (v: string): string => `'${v.replaceAll('\\', '\\\\').replaceAll("'", "\\'")}'`;
+  const q = visibilityLiteral;
   const parts = [`WorkflowType = ${q(PROXY_WORKFLOW_TYPE)}`];
   if (f.state !== undefined) parts.push(`${SA_PROXY_STATE} = ${q(f.state)}`);
   if (f.healthy !== undefined) parts.push(`${SA_PROXY_HEALTHY} = ${f.healthy ? 'true' : 'false'}`);
