@@ -20,6 +20,7 @@ import { proxyList } from './proxy-list.ts';
 import { proxyResize } from './proxy-resize.ts';
 import { proxyUp } from './proxy-up.ts';
 import { proxyWatch } from './proxy-watch.ts';
+import { replay } from './replay.ts';
 import { smoke } from './smoke.ts';
 
 export const COMMANDS: readonly Command[] = [
@@ -49,6 +50,7 @@ export const COMMANDS: readonly Command[] = [
   discovery,
   hostsCheck,
   smoke,
+  replay,
   dev,
 ];
 
