@@ -7,6 +7,7 @@ import { discovery } from './discovery.ts';
 import { hostCordon, hostDrain, hostUncordon } from './host-actions.ts';
 import { hostGet, hostList } from './host-get.ts';
 import { hostsCheck } from './hosts-check.ts';
+import { imageBuild } from './image-build.ts';
 import { imageWarm } from './image-warm.ts';
 import { poolDelete, poolPause, poolResume, poolRollback, poolScale } from './pool-actions.ts';
 import { poolCreate } from './pool-create.ts';
@@ -47,6 +48,7 @@ export const COMMANDS: readonly Command[] = [
   hostDrain,
   hostUncordon,
   imageWarm,
+  imageBuild,
   discovery,
   hostsCheck,
   smoke,
