@@ -35,21 +35,24 @@ export interface WorkerVersioning {
   defaultVersioningBehavior: WorkflowVersioningBehavior;
 }
 
-/** Longest deployment name or build ID the server takes. */
-const MAX_LENGTH = 255;
+/**
+ * Longest deployment name or build ID the server takes: (limit.maxIDLength 1000 - 39) / 2, as
+ * Temporal server 1.31 validates them (common/worker_versioning, ValidateDeploymentVersionFields).
+ */
+const MAX_LENGTH = 480;
 
-function checked(what: string, source: string, v: string, delimiterFree: boolean): string {
-  if (v.trim() !== v || v === '')
-    throw new OptionError(`${source} must not be empty or padded with spaces, got ${JSON.stringify(v)}`);
+/** `v` as the server will take it (its rules, checked here so the worker's start names the option). */
+function checked(source: string, v: string, isName: boolean): string {
+  if (v === '') throw new OptionError(`${source} must not be empty`);
   if (v.length > MAX_LENGTH) throw new OptionError(`${source} is longer than ${MAX_LENGTH} characters`);
   // eslint-disable-next-line no-control-regex
-  if (/[\u0000-\u001f\u007f\s]/.test(v))
+  if (/[\u0000-\u001f\u007f\s]/.test(v)) {
     throw new OptionError(`${source} must not contain spaces or control characters, got ${JSON.stringify(v)}`);
-  // The server writes a version as `<deployment>.<build ID>`: a dot in the name would be ambiguous.
-  if (delimiterFree && v.includes('.'))
-    throw new OptionError(`${source} must not contain '.', got ${JSON.stringify(v)} (${what})`);
-  if (v === '__unversioned__')
-    throw new OptionError(`${source} must not be __unversioned__ (a name the server reserves)`);
+  }
+  if (v.startsWith('__')) throw new OptionError(`${source} must not start with '__' (the server reserves it)`);
+  // The server writes a version as `<deployment>:<build ID>` (and `.` in older APIs).
+  if (isName && /[.:]/.test(v))
+    throw new OptionError(`${source} must not contain '.' or ':', got ${JSON.stringify(v)}`);
   return v;
 }
 
@@ -79,7 +82,7 @@ export function workerVersioning(
     }
     return undefined;
   }
-  const deploymentName = checked('the deployment name', nameSource, name, true);
+  const deploymentName = checked(nameSource, name, true);
   const buildId = build ?? defaultBuildId;
   if (buildId === undefined) {
     throw new OptionError(
@@ -89,7 +92,7 @@ export function workerVersioning(
   return {
     version: {
       deploymentName,
-      buildId: checked('the build ID', build === undefined ? 'the default build ID' : buildSource, buildId, false),
+      buildId: checked(build === undefined ? 'the default build ID' : buildSource, buildId, false),
     },
     useWorkerVersioning: true,
     defaultVersioningBehavior: DEFAULT_VERSIONING_BEHAVIOR,

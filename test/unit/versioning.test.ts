@@ -62,12 +62,14 @@ describe('workerVersioning', () => {
     assert.throws(() => workerVersioning({}, { EP_WORKER_BUILD_ID: 'b1' }), refused(/^EP_WORKER_BUILD_ID is set/));
   });
   for (const [args, re] of [
-    [['--deployment-name', 'a.b', '--build-id', 'x'], /--deployment-name must not contain '\.'/],
-    [['--deployment-name', ' ep', '--build-id', 'x'], /--deployment-name must not be empty or padded/],
+    [['--deployment-name', 'a.b', '--build-id', 'x'], /--deployment-name must not contain '\.' or ':'/],
+    [['--deployment-name', 'a:b', '--build-id', 'x'], /--deployment-name must not contain '\.' or ':'/],
+    [['--deployment-name', ' ep', '--build-id', 'x'], /--deployment-name must not contain spaces/],
     [['--deployment-name', 'ep', '--build-id', 'a b'], /--build-id must not contain spaces/],
     [['--deployment-name', 'ep', '--build-id', ''], /--build-id must not be empty/],
-    [['--deployment-name', 'ep', '--build-id', 'x'.repeat(256)], /--build-id is longer than 255/],
-    [['--deployment-name', 'ep', '--build-id', '__unversioned__'], /reserves/],
+    [['--deployment-name', 'ep', '--build-id', 'x'.repeat(481)], /--build-id is longer than 480/],
+    [['--deployment-name', 'ep', '--build-id', '__unversioned__'], /--build-id must not start with '__'/],
+    [['--deployment-name', '__ep', '--build-id', 'x'], /--deployment-name must not start with '__'/],
   ] as const) {
     it(`refuses ${JSON.stringify(args).slice(0, 70)}`, () => {
       assert.throws(() => workerVersioning(parse([...args]), {}), refused(re));
