@@ -42,6 +42,7 @@ import type { Client, WorkflowHandle } from '@temporalio/client';
 import { poolDeleteUpdate, poolScaleUpdate, poolStatusQuery } from '../contracts/messages.ts';
 import type { PoolSpec, PoolStatus } from '../contracts/pool.ts';
 import { POOL_WORKFLOW_TYPE, poolAddresses, poolWorkflowId } from '../contracts/pool.ts';
+import { poolTaskQueue } from '../contracts/task-queues.ts';
 import type { poolWorkflow } from '../workflows/pool/index.ts';
 import { within } from '../test/support/bounded.ts';
 import { spawnWorker, writeProvidersFile } from '../test/support/fleet.ts';
@@ -325,7 +326,7 @@ async function setUp(): Promise<void> {
   };
   pool = await client.workflow.start<typeof poolWorkflow>(POOL_WORKFLOW_TYPE, {
     workflowId: poolWorkflowId(entry, POOL),
-    taskQueue,
+    taskQueue: poolTaskQueue(taskQueue),
     args: [{ spec }],
   });
   say(`entry ${entry}, pool ${pool.workflowId}, task queue ${taskQueue}, worker pid ${pid}`);

@@ -24,10 +24,13 @@
  *                      [--drain-ms 0] [--checkpoint] [--no-anchor] [--port 7392]
  * --spare-trials K: K alternating trials of a scale-up by one from a warm spare and without one.
  * --no-anchor leaves the manual replacement out (to fit N = 1,000 in a bounded run).
+ * --shared-queue runs the pools on the members' task queue (as before pools had their own:
+ *   contracts/task-queues.ts), to show what the queue of their own changes.
  */
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Client, WorkflowHandle } from '@temporalio/client';
+import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
 import type { StartMemberInput } from '../activities/pool.ts';
 import { createPoolActivities } from '../activities/pool.ts';
 import { requestProxyDelete } from '../client/proxies.ts';
@@ -35,15 +38,17 @@ import { poolScaleUpdate, poolSpecUpdate, poolStatusQuery, proxyStatusQuery } fr
 import type { PoolSpec, PoolStatus } from '../contracts/pool.ts';
 import { POOL_WORKFLOW_TYPE, poolAddresses, poolWorkflowId } from '../contracts/pool.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
+import { poolTaskQueue } from '../contracts/task-queues.ts';
+import { POOL_WORKFLOW_TASKS } from '../runtime/worker-set.ts';
 import type { PoolWorkflowInput } from '../workflows/pool/index.ts';
 import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
-import { benchWorker, cpuSeconds, installQuietRuntime, rssMiB, startDevServer } from './lib/dev-server.ts';
+import { benchWorker, cpuSeconds, installQuietRuntime, QUIET, rssMiB, startDevServer } from './lib/dev-server.ts';
 import { hostDouble } from './lib/host-double.ts';
 import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, median, ratio, spread } from './lib/stats.ts';
 
 const USAGE =
-  'node bench/pool.ts [--n 100] [--runs 2] [--window-s 60] [--interval-ms 2000] [--min-healthy-ms 1000] [--drain-ms 0] [--checkpoint] [--no-anchor] [--spare-trials 0] [--port 7392]';
+  'node bench/pool.ts [--n 100] [--runs 2] [--window-s 60] [--interval-ms 2000] [--min-healthy-ms 1000] [--drain-ms 0] [--checkpoint] [--no-anchor] [--spare-trials 0] [--shared-queue] [--port 7392]';
 const { values } = parseArgs({
   options: {
     n: { type: 'string', default: '100' },
@@ -57,6 +62,7 @@ const { values } = parseArgs({
     'no-anchor': { type: 'boolean', default: false },
     'spare-trials': { type: 'string', default: '0' },
     port: { type: 'string', default: '7392' },
+    'shared-queue': { type: 'boolean', default: false },
     ...HELP_OPTION,
   },
 });
@@ -71,7 +77,10 @@ const PHASE_TIMEOUT_MS = Number(values['phase-timeout-s']) * 1000;
 const PORT = Number(values.port);
 const SURGE = Math.ceil(N / 10);
 const ENTRY = 'bench';
+const WORKFLOWS_PATH = new URL('../workflows/index.ts', import.meta.url).pathname;
 const TQ = 'pool-bench';
+/** Where the bench's pools run: their own queue (as the worker runs them) or, to compare, the members'. */
+const POOL_TQ = values['shared-queue'] ? TQ : poolTaskQueue(TQ);
 const BATCH = 50;
 
 for (const [flag, v] of Object.entries({ n: N, runs: RUNS, 'window-s': WINDOW_MS, 'interval-ms': INTERVAL_MS })) {
@@ -189,7 +198,7 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
   const name = `bp${run}`;
   const input: PoolWorkflowInput = { spec: poolSpec(name, 'img-a', 0) };
   const h = await client.workflow.start(POOL_WORKFLOW_TYPE, {
-    taskQueue: TQ,
+    taskQueue: POOL_TQ,
     workflowId: poolWorkflowId(ENTRY, name),
     args: [input],
   });
@@ -363,7 +372,7 @@ async function checkpointCost(client: Client): Promise<CheckpointRow> {
   // The template is spread into each member's proxy input: the bench's way to shorten the hourly checkpoint.
   (spec.template as unknown as Record<string, unknown>).continueAsNewAfterPolls = 3;
   const h = await client.workflow.start(POOL_WORKFLOW_TYPE, {
-    taskQueue: TQ,
+    taskQueue: POOL_TQ,
     workflowId: poolWorkflowId(ENTRY, 'bpck'),
     args: [{ spec } satisfies PoolWorkflowInput],
   });
@@ -413,7 +422,7 @@ async function spareTrial(client: Client, withSpare: boolean, k: number): Promis
   const spares = withSpare ? 1 : 0;
   const spec = { ...poolSpec(name, 'img-s', 2), spares };
   const h = await client.workflow.start(POOL_WORKFLOW_TYPE, {
-    taskQueue: TQ,
+    taskQueue: POOL_TQ,
     workflowId: poolWorkflowId(ENTRY, name),
     args: [{ spec } satisfies PoolWorkflowInput],
   });
@@ -449,12 +458,13 @@ async function main(): Promise<void> {
   installQuietRuntime();
   const server = await startDevServer(PORT, 'pool-bench');
   try {
+    let activities: object = {};
     const { connection, client, worker } = await benchWorker(
       PORT,
       TQ,
       (c: Client) => {
         const pool = createPoolActivities(c, TQ);
-        return {
+        return (activities = {
           ...hostDouble(ENTRY, INTERVAL_MS),
           ...pool,
           startPoolMember: async (input: StartMemberInput) => {
@@ -462,15 +472,26 @@ async function main(): Promise<void> {
             memberStarts.push(performance.now());
             return out;
           },
-        };
+        });
       },
       { activities: 2 * N + 100, workflows: 2 * N + 100 },
     );
+    // The pools' own worker, as runtime/worker-set.ts runs it beside the main one (few task slots).
+    const poolsWorker = values['shared-queue']
+      ? undefined
+      : await Worker.create({
+          connection: await NativeConnection.connect({ address: `127.0.0.1:${PORT}` }),
+          namespace: 'default',
+          taskQueue: POOL_TQ,
+          workflowBundle: await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: QUIET }),
+          activities,
+          maxConcurrentWorkflowTaskExecutions: POOL_WORKFLOW_TASKS,
+        });
     const pools: PoolRow[] = [];
     const manuals: ManualRow[] = [];
     let ck: CheckpointRow | undefined;
     const spareS: { warm: number[]; cold: number[] } = { warm: [], cold: [] };
-    await worker.runUntil(async () => {
+    const body = async (): Promise<void> => {
       for (let k = 0; k < Number(values['spare-trials']); k++) {
         for (const warm of k % 2 === 0 ? [true, false] : [false, true]) {
           const secs = await spareTrial(client, warm, k);
@@ -496,7 +517,8 @@ async function main(): Promise<void> {
           );
         }
       }
-    });
+    };
+    await worker.runUntil(poolsWorker ? () => poolsWorker.runUntil(body) : body);
     await connection.close();
     const f = <T>(rows: T[], k: keyof T, d: number): string => fmtRange(spread(rows.map((x) => x[k] as number)), d);
     console.log(`\nmedian (min-max) of ${RUNS} run(s), N = ${N}, load average at end ${fmtLoad(loadavg())}\n`);

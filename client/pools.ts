@@ -22,6 +22,7 @@ import {
   poolStatusQuery,
 } from '../contracts/messages.ts';
 import { POOL_WORKFLOW_TYPE, poolWorkflowId } from '../contracts/pool.ts';
+import { poolTaskQueue } from '../contracts/task-queues.ts';
 import type {
   PoolPhase,
   PoolSpec,
@@ -162,7 +163,8 @@ function specOfMemo(raw: unknown): PoolSpec | undefined {
 }
 
 /**
- * Starts the pool's workflow (ID `pool/<entry>/<name>`, the spec in its memo, ProviderEntry and
+ * Starts the pool's workflow (ID `pool/<entry>/<name>`, on the pools' task queue beside `o.taskQueue`:
+ * contracts/task-queues.ts; the spec in its memo, ProviderEntry and
  * ProxyPool set at start so the list finds it at once), or finds the run already open for that ID:
  * then `started` is false and `spec` is what that run was started with (`samePoolSpec` compares).
  */
@@ -176,7 +178,7 @@ export async function startPool(
     try {
       const h = await withDeadline(client, 'start', timeoutMs, () =>
         client.workflow.start<typeof poolWorkflow>(POOL_WORKFLOW_TYPE, {
-          taskQueue: o.taskQueue,
+          taskQueue: poolTaskQueue(o.taskQueue),
           workflowId: poolWorkflowId(spec.entry, spec.name),
           args: [{ spec }],
           memo: { spec, pool: spec.name, entry: spec.entry },

@@ -31,7 +31,8 @@ Usage: node workers/worker.ts [options]
 Options:
   --providers FILE          the providers file (docs/operator-guide.md); default $EP_PROVIDERS_FILE
                             or .data/providers.yaml
-  --task-queue NAME         default $TEMPORAL_TASK_QUEUE or ${TASK_QUEUE}
+  --task-queue NAME         default $TEMPORAL_TASK_QUEUE or ${TASK_QUEUE}; pools run on NAME-pools,
+                            polled by the same worker
   --max-activities N        activities run at once (default 100)
   --max-workflow-tasks N    workflow tasks run at once (default 40)
   --shutdown-grace-ms MS    on SIGTERM, how long activities in flight may finish (default 10000)
@@ -96,7 +97,7 @@ const [
   { explainConnectFailure },
   { ensureSearchAttributes, SearchAttributeKindError },
   { isTemporalUnavailable },
-  { NativeConnection: WorkerConnection, Runtime, Worker },
+  { NativeConnection: WorkerConnection, Runtime },
   { createActivities },
   { HostRegistry },
   { ConfigError, loadProvidersFile },
@@ -109,6 +110,7 @@ const [
   { loadWorkflowBundle },
   { catalogOf, startCatalogPublisher },
   { findStrandedProxies, HostRemovedError },
+  { createWorkerSet },
 ] = await Promise.all([
   import('../client/connection.ts'),
   import('../client/connect-diagnosis.ts'),
@@ -127,6 +129,7 @@ const [
   import('../runtime/workflow-bundle.ts'),
   import('../runtime/catalog.ts'),
   import('../client/host-removal.ts'),
+  import('../runtime/worker-set.ts'),
 ]);
 
 /** The workflow bundle's entry; runtime/workflow-bundle.ts bundles it (or finds it bundled). */
@@ -228,7 +231,7 @@ try {
     cacheDir: bundleCache === 'off' ? undefined : bundleCache,
     log: log.child({ component: 'bundle' }),
   });
-  const worker = await Worker.create({
+  const workers = await createWorkerSet({
     connection,
     namespace,
     taskQueue,
@@ -245,11 +248,12 @@ try {
       address,
       namespace,
       taskQueue,
+      poolTaskQueue: workers.pools.options.taskQueue,
       hosts: config.providers.flatMap((p) => p.hosts.map((h) => `${p.name}/${h.name}`)),
     },
     'worker running',
   );
-  await worker.run(); // resolves after a shutdown signal, once in-flight tasks are done
+  await workers.run(); // resolves after a shutdown signal, once in-flight tasks are done
   log.info('worker stopped');
 } catch (err) {
   if (err instanceof HostRemovedError) {

@@ -37,6 +37,7 @@ import { after, before, describe, it } from 'node:test';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { poolDeleteUpdate, poolSpecUpdate, poolStatusQuery } from '../../contracts/messages.ts';
 import { POOL_WORKFLOW_TYPE, poolAddresses, poolWorkflowId } from '../../contracts/pool.ts';
+import { poolTaskQueue } from '../../contracts/task-queues.ts';
 import type { PoolSpec, PoolStatus } from '../../contracts/pool.ts';
 import type { HostStatus } from '../../contracts/host.ts';
 import { proxyWorkflowId } from '../../contracts/proxy.ts';
@@ -229,7 +230,7 @@ describe(
       };
       pool = await client.workflow.start<typeof poolWorkflow>(POOL_WORKFLOW_TYPE, {
         workflowId: poolWorkflowId(entry, POOL),
-        taskQueue,
+        taskQueue: poolTaskQueue(taskQueue), // the worker polls it beside taskQueue
         args: [{ spec }],
       });
       say(`entry ${entry}, pool ${pool.workflowId}, task queue ${taskQueue}, worker pid ${worker.child.pid}`);

@@ -27,7 +27,14 @@ import type { TestApi, TestTokens } from '../support/api.ts';
 import { fleetConfig, startFleetWorker } from '../support/fleet.ts';
 import type { RunningWorker } from '../support/fleet.ts';
 import { ImageMirror } from '../support/mirror.ts';
-import { connectClient, connectWorker, installTestRuntime, PROJECT_ROOT, uniqueId } from '../support/temporal.ts';
+import {
+  connectClient,
+  connectWorker,
+  installTestRuntime,
+  onTaskQueues,
+  PROJECT_ROOT,
+  uniqueId,
+} from '../support/temporal.ts';
 import { loadTestHosts } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -132,7 +139,7 @@ describe('Schemathesis conformance of the API (dev server, real worker)', { time
     // End what the fuzzer started (through the workflow's delete), bounded.
     if (client) {
       for await (const wf of client.workflow.list({
-        query: `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`,
+        query: `${onTaskQueues(taskQueue)} AND ExecutionStatus = 'Running'`,
       })) {
         const h = client.workflow.getHandle(wf.workflowId);
         if (wf.type === 'proxyLifecycle') await h.executeUpdate(PROXY_DELETE_UPDATE).catch(() => undefined);

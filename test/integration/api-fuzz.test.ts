@@ -17,7 +17,7 @@ import { Ajv } from 'ajv';
 import fc from 'fast-check';
 import { http, startTestApi, writeTokens } from '../support/api.ts';
 import type { TestApi, TestTokens } from '../support/api.ts';
-import { connectClient, uniqueId } from '../support/temporal.ts';
+import { connectClient, onTaskQueues, uniqueId } from '../support/temporal.ts';
 
 type Schema = {
   type?: string;
@@ -134,7 +134,7 @@ describe('API fuzz from its OpenAPI document', { timeout: 600_000 }, () => {
     // Should a broken build let a start through, end what it started: no worker polls this queue.
     if (client) {
       for await (const wf of client.workflow.list({
-        query: `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`,
+        query: `${onTaskQueues(taskQueue)} AND ExecutionStatus = 'Running'`,
       })) {
         await client.workflow
           .getHandle(wf.workflowId, wf.runId)
@@ -235,7 +235,7 @@ describe('API fuzz from its OpenAPI document', { timeout: 600_000 }, () => {
     }
     assert.equal(api.starts(), 0, 'no workflow start was attempted');
     const started = [];
-    for await (const wf of client.workflow.list({ query: `TaskQueue = '${taskQueue}'` })) started.push(wf.workflowId);
+    for await (const wf of client.workflow.list({ query: onTaskQueues(taskQueue) })) started.push(wf.workflowId);
     assert.deepEqual(started, []);
     assert.ok((seen[400] ?? 0) > 0, JSON.stringify(seen));
   });

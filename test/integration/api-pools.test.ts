@@ -19,14 +19,22 @@ import type { Client } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { updatePoolSpec } from '../../client/pools.ts';
 import type { PoolStatus } from '../../contracts/pool.ts';
-import { POOL_DELETE_UPDATE } from '../../contracts/pool.ts';
+import { POOL_DELETE_UPDATE, poolWorkflowId } from '../../contracts/pool.ts';
+import { poolTaskQueue } from '../../contracts/task-queues.ts';
 import { catalogOf, startCatalogPublisher } from '../../runtime/catalog.ts';
 import { apiError, http, startTestApi, writeTokens } from '../support/api.ts';
 import type { TestApi, TestTokens } from '../support/api.ts';
 import { fleetConfig, startFleetWorker } from '../support/fleet.ts';
 import type { RunningWorker } from '../support/fleet.ts';
 import { ImageMirror } from '../support/mirror.ts';
-import { connectClient, connectWorker, installTestRuntime, pollUntil, uniqueId } from '../support/temporal.ts';
+import {
+  connectClient,
+  connectWorker,
+  installTestRuntime,
+  onTaskQueues,
+  pollUntil,
+  uniqueId,
+} from '../support/temporal.ts';
 import { loadTestHosts } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -75,7 +83,7 @@ describe('pool routes (dev server, real worker, a pool of size 0)', { timeout: 3
     // A pool left by a failed assertion: deleted through its own update, bounded; then ended.
     if (client) {
       for await (const wf of client.workflow.list({
-        query: `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`,
+        query: `${onTaskQueues(taskQueue)} AND ExecutionStatus = 'Running'`,
       })) {
         const h = client.workflow.getHandle(wf.workflowId);
         await h.executeUpdate(POOL_DELETE_UPDATE).catch(() => undefined);
@@ -116,6 +124,10 @@ describe('pool routes (dev server, real worker, a pool of size 0)', { timeout: 3
     const st = status(got);
     assert.deepEqual([st.entry, st.name, st.desired, st.revision, st.members.length], [entry, 'crawl', 0, 1, 0]);
     assert.equal(st.spec.rollout.maxSurge, 1, 'defaults filled in');
+    // The pool runs on the pools' own queue (its tasks never wait behind its members'), and the
+    // worker's second worker polls it: the status query above was answered there.
+    const described = await client.workflow.getHandle(poolWorkflowId(entry, 'crawl')).describe();
+    assert.equal(described.taskQueue, poolTaskQueue(taskQueue));
     const listed = await pollUntil(
       async () => {
         const r = await call('GET', `/v1/pools?entry=${entry}`);

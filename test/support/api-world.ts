@@ -22,7 +22,7 @@ import { startTestApi, writeTokens } from './api.ts';
 import type { TestApi, TestTokens } from './api.ts';
 import { fleetConfig, startFleetWorker } from './fleet.ts';
 import type { RunningWorker } from './fleet.ts';
-import { connectClient, connectWorker, installTestRuntime, uniqueId, withTimeout } from './temporal.ts';
+import { connectClient, connectWorker, installTestRuntime, onTaskQueues, uniqueId, withTimeout } from './temporal.ts';
 import { loadTestHosts } from './testhosts.ts';
 import type { TestHost } from './testhosts.ts';
 
@@ -119,7 +119,7 @@ export async function startApiWorld(o: ApiWorldOptions): Promise<ApiWorld> {
 /** Ends every open workflow on `taskQueue`: a proxy through its delete update, anything else terminated. */
 async function endOpenWorkflows(client: Client, taskQueue: string): Promise<void> {
   for await (const wf of client.workflow.list({
-    query: `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`,
+    query: `${onTaskQueues(taskQueue)} AND ExecutionStatus = 'Running'`,
   })) {
     const h = client.workflow.getHandle(wf.workflowId);
     if (wf.type === PROXY_WORKFLOW_TYPE) await h.executeUpdate(PROXY_DELETE_UPDATE).catch(() => undefined);

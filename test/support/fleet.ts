@@ -10,8 +10,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { PROXY_DELETE_UPDATE } from '../../contracts/proxy.ts';
-import type { NativeConnection, WorkerOptions } from '@temporalio/worker';
-import { Worker } from '@temporalio/worker';
+import type { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { stringify } from 'yaml';
 import { createActivities } from '../../activities/index.ts';
 import { HostRegistry } from '../../activities/hosts.ts';
@@ -19,6 +19,7 @@ import { parseProvidersYaml } from '../../lib/config/index.ts';
 import { providerHosts } from '../../dev/testhost-providers.ts';
 import type { LineLogger } from '../../lib/log/line-logger.ts';
 import type { ProvidersConfig } from '../../lib/config/index.ts';
+import { createWorkerSet } from '../../runtime/worker-set.ts';
 import type { TestHost } from './testhosts.ts';
 import { PROJECT_ROOT, WORKFLOWS_PATH, withTimeout } from './temporal.ts';
 
@@ -60,7 +61,10 @@ export function fleetConfig(o: FleetEntryOptions): ProvidersConfig {
   return parseProvidersYaml(stringify(doc), `${o.entry}.yaml`);
 }
 
+const QUIET_BUNDLER = new DefaultLogger('WARN');
+
 export interface RunningWorker {
+  /** The main worker (proxies, images, hosts). */
   worker: Worker;
   registry: HostRegistry;
   /** Resolves when the worker stopped. */
@@ -68,7 +72,10 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
-/** Starts a worker with the real activities on `taskQueue`; `stop()` shuts it down and closes its links. */
+/**
+ * Starts the workers a worker process runs, with the real activities: the main one on `taskQueue`
+ * and the pools' one beside it (runtime/worker-set.ts); `stop()` shuts both down and closes the links.
+ */
 export async function startFleetWorker(
   connection: NativeConnection,
   client: Client,
@@ -77,21 +84,26 @@ export async function startFleetWorker(
   options: { plugins?: WorkerOptions['plugins']; logger?: LineLogger } = {},
 ): Promise<RunningWorker> {
   const registry = new HostRegistry(config, options.logger);
-  const worker = await Worker.create({
+  const code = await bundleWorkflowCode({
+    workflowsPath: WORKFLOWS_PATH,
+    plugins: options.plugins,
+    logger: QUIET_BUNDLER,
+  });
+  const set = await createWorkerSet({
     connection,
     taskQueue,
-    workflowsPath: WORKFLOWS_PATH,
+    workflowBundle: code,
     activities: createActivities({ registry, client, taskQueue }),
     shutdownGraceTime: '5 seconds',
     plugins: options.plugins,
   });
-  const done = worker.run().finally(() => registry.close());
+  const done = set.run().finally(() => registry.close());
   return {
-    worker,
+    worker: set.main,
     registry,
     done,
     stop: async () => {
-      if (worker.getState() === 'RUNNING') worker.shutdown();
+      set.shutdown();
       await done;
     },
   };

@@ -11,6 +11,7 @@ import type { Client } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import { connectClient as connectTo, sdkConnectionOptions, temporalSettings } from '../../client/connection.ts';
 import type { TemporalSettings } from '../../client/connection.ts';
+import { poolTaskQueue } from '../../contracts/task-queues.ts';
 import {
   ensureSearchAttributes,
   INDEXED_VALUE_TYPES,
@@ -37,6 +38,11 @@ const HOW_TO_START = 'start it with `scripts/temporal up` (or point TEMPORAL_ADD
 /** A workflow ID or task queue name no other test run uses: `<prefix>-<time>-<random>`. */
 export function uniqueId(prefix: string): string {
   return `${prefix}-${Date.now().toString(36)}-${randomUUID().slice(0, 8)}`;
+}
+
+/** A visibility clause for a worker's task queues: `taskQueue` and the pools' one beside it. */
+export function onTaskQueues(taskQueue: string): string {
+  return `TaskQueue IN ('${taskQueue}', '${poolTaskQueue(taskQueue)}')`;
 }
 
 let runtimeInstalled = false;
