@@ -2,7 +2,8 @@
 // coercion; query strings and paths coerced), bearer-token auth on every route but the health
 // endpoints, one error handler, metrics, and the OpenAPI document at /openapi.json.
 import Fastify from 'fastify';
-import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyBaseLogger, FastifyInstance, FastifyReply, FastifyRequest, FastifyServerOptions } from 'fastify';
+import type { Http2SecureServer } from 'node:http2';
 import { createHash } from 'node:crypto';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
@@ -60,12 +61,17 @@ export interface ApiOptions {
   writesPerMinute?: number;
   /** The fleet page at /fleet (api/fleet-page.ts; public, it holds no data). */
   fleetPage?: FleetPageOptions;
+  /**
+   * Serve HTTPS with this PEM certificate and key (api/tls.ts loads them): HTTP/2 and HTTP/1.1,
+   * chosen by ALPN. Replace them while serving with app.server.setSecureContext. Unset: plain HTTP/1.1.
+   */
+  tls?: { cert: Buffer | string; key: Buffer | string };
 }
 
 /** Builds the API (routes registered, not listening). */
 export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
   const logger: FastifyBaseLogger = options.log;
-  const app = Fastify({
+  const serverOptions: FastifyServerOptions = {
     loggerInstance: logger,
     bodyLimit: options.bodyLimitBytes ?? 64 * 1024,
     return503OnClosing: true,
@@ -75,7 +81,17 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
     routerOptions: { maxParamLength: 200 },
     // The router's own refusals (a malformed or over-long path) in the API's error shape.
     frameworkErrors: (err, request, reply) => handleError(err, request, reply),
-  });
+  };
+  // With TLS, HTTP/2 beside HTTP/1.1 (ALPN). The routes see the same request and reply either way,
+  // so the instance is typed as the HTTP/1.1 one they are written against.
+  const app =
+    options.tls === undefined
+      ? Fastify(serverOptions)
+      : (Fastify({
+          ...(serverOptions as unknown as FastifyServerOptions<Http2SecureServer>),
+          http2: true,
+          https: { allowHTTP1: true, cert: options.tls.cert, key: options.tls.key },
+        }) as unknown as FastifyInstance);
   const auth = typeof options.auth === 'function' ? options.auth : () => options.auth as TokenAuth;
 
   // Two validators: bodies are taken as sent (a string is not a number; an unknown field is an

@@ -2,15 +2,18 @@
 //
 //   node workers/api.ts --token-file FILE [--listen HOST] [--port N] [--task-queue NAME]
 //                       [--body-limit-bytes N] [--delete-wait-ms MS] [--allow-open-proxy]
-//                       [--writes-per-minute N]
+//                       [--writes-per-minute N] [--tls-cert FILE --tls-key FILE] [--insecure-listen]
 //
 // Environment: TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE (defaults in
 // client/connection.ts: 127.0.0.1:7233, `default`, `egress-proxies`), EP_API_TOKEN_FILE, EP_API_PAGE_TOKEN_SECRET (the
 // key of list page tokens; set the same on every replica), LOG_LEVEL (default info).
+// EP_API_TLS_CERT, EP_API_TLS_KEY, EP_API_INSECURE_LISTEN (the flags of the same names win).
 // Logs are pino JSON lines on stdout (Fastify's request logs included). SIGHUP re-reads the
-// token file; SIGINT/SIGTERM stop accepting connections and finish the requests in flight.
+// token file and the TLS certificate and key (each kept as it was if its re-read fails);
+// SIGINT/SIGTERM stop accepting connections and finish the requests in flight.
 import { orExit, parseArgsOrExit, wholeNumber } from '../runtime/options.ts';
 import type { TokenAuth } from '../api/auth.ts';
+import type { Server as TlsServer } from 'node:tls';
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
 import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE } from '../client/connection.ts';
 import {
@@ -28,7 +31,16 @@ Usage: node workers/api.ts --token-file FILE [options]
 Options:
   --token-file FILE       bearer tokens, one per line: "TOKEN" or "TOKEN admin" (every route) or
                           "TOKEN read" (GET only); default $EP_API_TOKEN_FILE. SIGHUP re-reads it
-  --listen HOST           address to listen on (default 127.0.0.1; use 0.0.0.0 only behind TLS)
+  --listen HOST           address to listen on (default 127.0.0.1). Plain HTTP is refused on any
+                          address but loopback (127.0.0.0/8, ::1, localhost): give --tls-cert and
+                          --tls-key, or --insecure-listen
+  --tls-cert FILE         serve HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with this PEM certificate (leaf
+                          first, then intermediates); needs --tls-key (env EP_API_TLS_CERT).
+                          SIGHUP re-reads it and the key
+  --tls-key FILE          the certificate's PEM private key, unencrypted (env EP_API_TLS_KEY)
+  --insecure-listen       allow plain HTTP on a non-loopback --listen (TLS terminated in front of
+                          the API; bearer tokens cross that network in clear text)
+                          (env EP_API_INSECURE_LISTEN=true)
   --port N                TCP port (default 8080; 0 picks a free one, printed in the log)
   --task-queue NAME       task queue of the proxy workflows (default $TEMPORAL_TASK_QUEUE or ${TASK_QUEUE})
   --body-limit-bytes N    largest request body (default 65536)
@@ -56,6 +68,9 @@ const { values } = parseArgsOrExit(
       'delete-wait-ms': { type: 'string', default: '60000' },
       'allow-open-proxy': { type: 'boolean', default: false },
       'writes-per-minute': { type: 'string', default: '120' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'insecure-listen': { type: 'boolean' },
       ...TEMPORAL_CONNECTION_OPTIONS,
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -76,6 +91,19 @@ if (tokenFile === undefined || tokenFile === '') {
   process.stderr.write('--token-file FILE is required (or set EP_API_TOKEN_FILE); see --help\n');
   process.exit(2);
 }
+const { ApiTlsError, apiTlsSettings, checkListen, isLoopbackHost, loadTlsFiles, tlsLogFields } =
+  await import('../api/tls.ts');
+const tlsFiles = (() => {
+  try {
+    const s = apiTlsSettings(values);
+    checkListen(values.listen, s);
+    return s.files;
+  } catch (err) {
+    if (!(err instanceof ApiTlsError)) throw err;
+    process.stderr.write(`${err.message}\n`);
+    process.exit(2);
+  }
+})();
 
 // The Temporal client, Fastify and the routes load only once the options are known to be good, so
 // that --help and a mistyped option answer at once (docs/benchmarks.md, "Start-up").
@@ -100,12 +128,26 @@ const [
 ]);
 const log = createLogger({ name: 'api', level: logLevelFromEnv() });
 let auth: TokenAuth;
+let tls: Awaited<ReturnType<typeof loadTlsFiles>> | undefined;
 try {
   auth = await loadTokenFile(tokenFile);
+  tls = tlsFiles === undefined ? undefined : await loadTlsFiles(tlsFiles);
 } catch (err) {
   process.stderr.write(`${(err as Error).message}\n`);
   process.exit(2);
 }
+if (tls === undefined && !isLoopbackHost(values.listen)) {
+  log.warn(
+    { listen: values.listen },
+    'plain HTTP on a non-loopback address (--insecure-listen): bearer tokens cross it in clear text',
+  );
+}
+if (tls?.expired === true) log.warn(tlsLogFields(tls), 'TLS certificate has expired: clients will refuse it');
+// Set once the server exists.
+let tlsServer: TlsServer | undefined;
+
+// SIGHUP: the token file and the certificate and key, each re-read on its own; a bad file keeps
+// what is served (the log says why). New TLS connections get the new certificate; open ones keep theirs.
 process.on('SIGHUP', () => {
   loadTokenFile(tokenFile).then(
     (next) => {
@@ -114,6 +156,20 @@ process.on('SIGHUP', () => {
     },
     (err: unknown) =>
       log.error({ err: err instanceof TokenFileError ? err.message : err }, 'token file kept: re-read failed'),
+  );
+  if (tlsFiles === undefined) return;
+  loadTlsFiles(tlsFiles).then(
+    (next) => {
+      tls = next; // buildApi takes it if it has not yet run
+      tlsServer?.setSecureContext({ cert: next.cert, key: next.key });
+      const level = next.expired ? 'warn' : 'info';
+      log[level](
+        tlsLogFields(next),
+        next.expired ? 'TLS certificate re-read: it has expired' : 'TLS certificate re-read',
+      );
+    },
+    (err: unknown) =>
+      log.error({ err: err instanceof ApiTlsError ? err.message : err }, 'TLS certificate kept: re-read failed'),
   );
 });
 
@@ -139,7 +195,12 @@ const app = await buildApi({
   allowOpenProxy: values['allow-open-proxy'],
   writesPerMinute,
   pageTokenSecret: process.env['EP_API_PAGE_TOKEN_SECRET'],
+  ...(tls === undefined ? {} : { tls }),
 });
+if (tls !== undefined) {
+  tlsServer = app.server as unknown as TlsServer;
+  tlsServer.setSecureContext({ cert: tls.cert, key: tls.key }); // a re-read while buildApi ran
+}
 
 let stopping = false;
 const stop = (signal: string): void => {
@@ -162,7 +223,8 @@ process.once('SIGTERM', () => stop('SIGTERM'));
 
 try {
   const url = await app.listen({ host: values.listen, port });
-  log.info({ url, address, namespace, taskQueue: values['task-queue'], tokens: auth.size }, 'api listening');
+  const served = tls === undefined ? { tls: false } : { tls: true, cert: tlsLogFields(tls) };
+  log.info({ url, address, namespace, taskQueue: values['task-queue'], tokens: auth.size, ...served }, 'api listening');
 } catch (err) {
   log.fatal({ err }, 'api cannot listen');
   await connection.close();
