@@ -92,7 +92,7 @@ export const imageBuild: Command = {
 };
 
 /** Runs the recipe (stdin closed, stderr passed through); resolves to the image path, its last stdout line. */
-function runRecipe(recipe: string, env: NodeJS.ProcessEnv): Promise<string> {
+export function runRecipe(recipe: string, env: NodeJS.ProcessEnv): Promise<string> {
   return new Promise((done, fail) => {
     const child = spawn(recipe, [], { stdio: ['ignore', 'pipe', 'inherit'], env });
     let stdout = '';
@@ -119,7 +119,7 @@ function runRecipe(recipe: string, env: NodeJS.ProcessEnv): Promise<string> {
 }
 
 /** Puts the image, its digest file and its package list into `outDir` (a hard link where it can). */
-async function collect(imagePath: string, outDir: string): Promise<BuiltImage> {
+export async function collect(imagePath: string, outDir: string): Promise<BuiltImage> {
   const from = dirname(imagePath);
   await mkdir(outDir, { recursive: true });
   for (const f of IMAGE_FILES) {
