@@ -70,7 +70,11 @@ export async function api<T>(
       signal: AbortSignal.timeout(t.timeoutMs),
     });
   } catch (err) {
-    throw new CliError(EXIT.unavailable, `the API at ${t.base.origin} did not answer: ${(err as Error).message}`);
+    const hint = tlsHint(err, t.base);
+    throw new CliError(
+      EXIT.unavailable,
+      `the API at ${t.base.origin} did not answer: ${(err as Error).message}${hint === undefined ? '' : `; ${hint}`}`,
+    );
   }
   const text = await res.body.text();
   let parsed: unknown;
@@ -83,6 +87,37 @@ export async function api<T>(
   const e = (parsed as Partial<ErrorResponse> | undefined)?.error;
   const message = e?.message ?? `HTTP ${res.statusCode}`;
   throw new CliError(exitFor(res.statusCode), `${res.statusCode} ${e?.code ?? ''}: ${message}`.replace(' :', ':'));
+}
+
+/** Node's codes for a server certificate the client does not trust (a CA it does not know). */
+const UNTRUSTED = new Set([
+  'UNABLE_TO_VERIFY_LEAF_SIGNATURE',
+  'UNABLE_TO_GET_ISSUER_CERT',
+  'UNABLE_TO_GET_ISSUER_CERT_LOCALLY',
+  'SELF_SIGNED_CERT_IN_CHAIN',
+  'DEPTH_ZERO_SELF_SIGNED_CERT',
+]);
+
+/**
+ * What to do about a TLS failure talking to an https API, or undefined for any other failure.
+ * egressctl trusts the system's CAs plus those of NODE_EXTRA_CA_CERTS (a PEM file, read by Node at
+ * start): the way to trust an API's own CA.
+ */
+export function tlsHint(err: unknown, base: URL): string | undefined {
+  if (base.protocol !== 'https:') return undefined;
+  const code = (err as { code?: unknown } | undefined)?.code;
+  if (typeof code !== 'string') return undefined;
+  if (UNTRUSTED.has(code)) {
+    const given = process.env['NODE_EXTRA_CA_CERTS'];
+    return given
+      ? `the API's certificate is not signed by a CA in NODE_EXTRA_CA_CERTS (${given}) or the system's`
+      : "the API's certificate is not signed by a CA this machine trusts: set NODE_EXTRA_CA_CERTS to the CA's PEM file";
+  }
+  if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
+    return `the API's certificate does not name ${base.hostname}: use an --api address the certificate names`;
+  }
+  if (code === 'CERT_HAS_EXPIRED') return "the API's certificate has expired: the API's operator must renew it";
+  return undefined;
 }
 
 /** Rows as an aligned text table with a header. */

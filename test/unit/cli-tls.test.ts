@@ -1,0 +1,55 @@
+/**
+ * egressctl against an https API (cli/http.ts): an untrusted certificate, a certificate for
+ * another name and a plain-HTTP API each end in exit 5 with a message saying what to do; a real
+ * HTTPS server (certificate by openssl) gives the untrusted case.
+ */
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { api, CliError, EXIT, tlsHint } from '../../cli/http.ts';
+import { makeCa, makeServerCert } from '../support/tls-certs.ts';
+
+describe('egressctl over https', { timeout: 60_000 }, () => {
+  let dir: string;
+  let server: https.Server;
+  let base: URL;
+
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'ep-cli-tls-'));
+    const ca = await makeCa(dir, 'ca');
+    const cert = await makeServerCert(dir, ca, 'api');
+    server = https.createServer({ cert: await readFile(cert.cert), key: await readFile(cert.key) }, (_req, res) =>
+      res.end('{}'),
+    );
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    base = new URL(`https://127.0.0.1:${(server.address() as AddressInfo).port}`);
+  });
+  after(async () => {
+    server?.closeAllConnections();
+    await new Promise((resolve) => server?.close(resolve));
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('a certificate from a CA it does not trust: exit 5, naming NODE_EXTRA_CA_CERTS', async () => {
+    await assert.rejects(api({ base, token: undefined, timeoutMs: 10_000 }, 'GET', '/healthz'), (err: Error) => {
+      assert.ok(err instanceof CliError);
+      assert.equal(err.code, EXIT.unavailable);
+      assert.match(err.message, /^the API at https:\/\/127\.0\.0\.1:\d+ did not answer: .*NODE_EXTRA_CA_CERTS/);
+      return true;
+    });
+  });
+
+  it('the hint per TLS failure, and none for plain HTTP or other failures', () => {
+    const at = new URL('https://api.example:8443');
+    assert.match(tlsHint({ code: 'ERR_TLS_CERT_ALTNAME_INVALID' }, at) ?? '', /does not name api\.example/);
+    assert.match(tlsHint({ code: 'CERT_HAS_EXPIRED' }, at) ?? '', /has expired/);
+    assert.match(tlsHint({ code: 'SELF_SIGNED_CERT_IN_CHAIN' }, at) ?? '', /NODE_EXTRA_CA_CERTS/);
+    assert.equal(tlsHint({ code: 'ECONNREFUSED' }, at), undefined);
+    assert.equal(tlsHint({ code: 'UNABLE_TO_VERIFY_LEAF_SIGNATURE' }, new URL('http://127.0.0.1:8080')), undefined);
+    assert.equal(tlsHint(new Error('x'), at), undefined);
+  });
+});
