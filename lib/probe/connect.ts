@@ -38,6 +38,18 @@ export interface ConnectProbeResult {
  * (the stream ended first), `PROBE_TIMEOUT`, `PROBE_ABORTED`. Always destroys `stream`.
  */
 export function connectProbe(stream: Duplex, options: ConnectProbeOptions): Promise<ConnectProbeResult> {
+  return connectOn(stream, options, false);
+}
+
+/**
+ * {@link connectProbe} that leaves `stream` open on success: it is then the tunnel to `target`
+ * (bytes after the proxy's head, if any, are put back on it). Destroys `stream` on failure.
+ */
+export function openTunnel(stream: Duplex, options: ConnectProbeOptions): Promise<ConnectProbeResult> {
+  return connectOn(stream, options, true);
+}
+
+function connectOn(stream: Duplex, options: ConnectProbeOptions, keepOpen: boolean): Promise<ConnectProbeResult> {
   const { target, timeoutMs, signal, proxyAuthorization } = options;
   if (!/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9A-Fa-f:.]+\]:\d{1,5}$/.test(target)) {
     stream.destroy();
@@ -62,6 +74,7 @@ export function connectProbe(stream: Duplex, options: ConnectProbeOptions): Prom
     },
     (settle) => {
       let head = Buffer.alloc(0);
+      let rest = Buffer.alloc(0);
       const onEnd = (): void =>
         void settle(
           new ProbeFailedError('PROBE_CLOSED', `the proxy closed the connection before answering CONNECT ${target}`),
@@ -106,6 +119,7 @@ export function connectProbe(stream: Duplex, options: ConnectProbeOptions): Prom
           );
           return;
         }
+        rest = head.subarray(end + 4);
         settle(undefined, { status, latencyMs: performance.now() - started });
       };
       stream.on('data', onData);
@@ -113,12 +127,17 @@ export function connectProbe(stream: Duplex, options: ConnectProbeOptions): Prom
       stream.once('close', onEnd);
       stream.on('error', onError);
       stream.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\nUser-Agent: egress-proxies-probe\r\n${auth}\r\n`);
-      return () => {
+      return (err) => {
         stream.off('data', onData);
         stream.off('end', onEnd);
         stream.off('close', onEnd);
         stream.off('error', onError);
-        stream.destroy();
+        if (err !== undefined || !keepOpen) stream.destroy();
+        else {
+          // Nothing reads the tunnel until its user does: what came after the head waits there.
+          stream.pause();
+          if (rest.length > 0) stream.unshift(rest);
+        }
       };
     },
   );

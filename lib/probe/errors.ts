@@ -3,9 +3,16 @@ import { ProjectError } from '../errors.ts';
 import type { ErrorKind } from '../errors.ts';
 
 /** Codes of {@link ProbeFailedError}. */
-export type ProbeCode = 'PROBE_TIMEOUT' | 'PROBE_REFUSED' | 'PROBE_BAD_RESPONSE' | 'PROBE_CLOSED' | 'PROBE_ABORTED';
+export type ProbeCode =
+  | 'PROBE_TIMEOUT'
+  | 'PROBE_REFUSED'
+  | 'PROBE_BAD_RESPONSE'
+  | 'PROBE_CLOSED'
+  | 'PROBE_ABORTED'
+  | 'EXIT_IP_HTTP_STATUS'
+  | 'EXIT_IP_BAD_ANSWER';
 
-/** The proxy did not establish the CONNECT tunnel; `code` says how. */
+/** The proxy did not establish the CONNECT tunnel, or the exit-IP read failed; `code` says how. */
 export class ProbeFailedError extends ProjectError {
   readonly code: ProbeCode;
   readonly kind: ErrorKind = 'Transient';
