@@ -52,7 +52,7 @@ export function createActivities(deps: ActivityDeps) {
     smokeGreet,
     ...proxy,
     surveyHosts: withCordons((input) => proxy.surveyHosts(input), deps.client),
-    ...createMonitorActivities(proxy),
+    ...createMonitorActivities(proxy, deps.metrics),
     ...createImageActivities(deps.registry, deps.client, deps.taskQueue, deps.metrics),
     ...createFleetActivities(deps.registry, deps.client),
     ...createPoolActivities(deps.client, deps.taskQueue),

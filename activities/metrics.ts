@@ -1,6 +1,6 @@
 // Prometheus metrics of the worker (prom-client, a registry of its own; workers/worker.ts serves
 // it on `--metrics-listen HOST:PORT` at /metrics): libvirt RPC latency by procedure and outcome, SSH link
-// deaths and failed dials by host, health-probe latency and outcome, image bytes uploaded, plus
+// deaths and failed dials by host, health-probe latency and outcome, exit-IP changes, image bytes uploaded, plus
 // prom-client's process figures. The API serves the fleet's counts (proxies by state); these are
 // what only the worker sees.
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
@@ -14,6 +14,7 @@ export interface WorkerMetrics {
   dialFailures: Counter<'host' | 'link'>;
   probe: Histogram<'outcome'>;
   uploadBytes: Counter<'host'>;
+  exitIpChanges: Counter<'entry'>;
 }
 
 export function createWorkerMetrics(): WorkerMetrics {
@@ -45,6 +46,12 @@ export function createWorkerMetrics(): WorkerMetrics {
       help: 'health probes (CONNECT through Squid) by outcome: ok, or the failure code',
       labelNames: ['outcome'] as const,
       buckets: [0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+      registers: [registry],
+    }),
+    exitIpChanges: new Counter({
+      name: 'egress_proxy_exit_ip_changes_total',
+      help: "changes of a proxy's exit IP (health.egressIpUrl read through it) from one address to another, by entry",
+      labelNames: ['entry'] as const,
       registers: [registry],
     }),
     uploadBytes: new Counter({

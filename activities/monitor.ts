@@ -2,7 +2,7 @@
 // address) and probes its Squid every health interval, folds each poll into the monitor state
 // (contracts/health.ts, the same folds the workflow's older loop uses), heartbeats that state on
 // every poll, and returns to the workflow only when something the workflow records changed (Healthy,
-// the address), the VM is gone, a boot ran out of time, or the checkpoint came. A retry (the worker
+// the address, the exit IP: read with a probe at most once per egressIpIntervalMs), the VM is gone, a boot ran out of time, or the checkpoint came. A retry (the worker
 // died: the heartbeat timeout) resumes from the last heartbeat's state, so the hysteresis counters
 // and the H3 grace count survive it. Cancellation (delete, resize) arrives through the heartbeat.
 import { ApplicationFailure, Context } from '@temporalio/activity';
@@ -10,12 +10,17 @@ import type { FailureDetails } from '../contracts/errors.ts';
 import { CODES } from '../contracts/errors.ts';
 import { foldProbe, foldReading, monitorVerdict, probeAddress } from '../contracts/health.ts';
 import type { MonitorDetails, MonitorInput, MonitorResult, MonitorState } from '../contracts/health.ts';
+import { exitIpChange, exitIpDue } from '../contracts/exit-ip.ts';
 import type { ProbeOutcome, ProxyError, VmReading } from '../contracts/proxy.ts';
+import type { WorkerMetrics } from './metrics.ts';
 
 /** What the monitor loop needs from the world (the real one below; the workflow tests' fake). */
 export interface MonitorIo {
   read(): Promise<VmReading>;
-  probe(ip: string): Promise<ProbeOutcome>;
+  /** One probe of `ip`; with `readExitIp`, a passing one also reads the exit IP (contracts/exit-ip.ts). */
+  probe(ip: string, readExitIp: boolean): Promise<ProbeOutcome>;
+  /** The exit IP was read for the first time (`from` absent) or changed: logged, a change counted. */
+  exitIpChanged?(change: { from?: string; to: string }): void;
   /** Epoch ms. */
   now(): number | Promise<number>;
   /** Waits `ms`; rejects when the activity is cancelled. */
@@ -54,7 +59,13 @@ export async function runMonitor(input: MonitorInput & { waitFirst?: boolean }, 
     const folded = foldReading({ ...state, polls: state.polls + 1 }, { reading, readError }, h, at);
     state = folded.state;
     const ip = folded.lost === undefined ? probeAddress(state, h) : undefined;
-    if (ip !== undefined) state = foldProbe(state, await io.probe(ip), h, new Date(await io.now()).toISOString());
+    if (ip !== undefined) {
+      const before = state.status;
+      const outcome = await io.probe(ip, exitIpDue(before, h, await io.now()));
+      state = foldProbe(state, outcome, h, new Date(await io.now()).toISOString(), input.proxy.timeouts.bootMs);
+      const change = exitIpChange(before, state.status);
+      if (change !== undefined) io.exitIpChanged?.(change);
+    }
     const verdict = monitorVerdict(input, known, state, await io.now(), folded.lost);
     if (verdict !== undefined)
       return folded.lost === undefined ? { reason: verdict, state } : { reason: verdict, state, vmState: folded.lost };
@@ -76,8 +87,13 @@ function errorOf(err: unknown, at: string): ProxyError {
 /** How often the monitor heartbeats while a read or a probe is in flight (they may take longer than its timeout's margin). */
 const BUSY_HEARTBEAT_MS = 2_000;
 
-/** Heartbeats and waits of the running activity. */
-export function activityIo(read: MonitorIo['read'], probe: MonitorIo['probe']): MonitorIo {
+/** Heartbeats and waits of the running activity; exit-IP changes logged (and counted in `metrics`). */
+export function activityIo(
+  read: MonitorIo['read'],
+  probe: MonitorIo['probe'],
+  proxy?: { entry: string; name: string },
+  metrics?: WorkerMetrics,
+): MonitorIo {
   const ctx = Context.current();
   let last: MonitorDetails | undefined;
   const busy = async <T>(fn: () => Promise<T>): Promise<T> => {
@@ -90,7 +106,16 @@ export function activityIo(read: MonitorIo['read'], probe: MonitorIo['probe']): 
   };
   return {
     read: () => busy(read),
-    probe: (ip) => busy(() => probe(ip)),
+    probe: (ip, readExitIp) => busy(() => probe(ip, readExitIp)),
+    exitIpChanged: ({ from, to }) => {
+      const fields = { entry: proxy?.entry, proxy: proxy?.name, exitIp: to };
+      if (from === undefined) {
+        ctx.log.info('exit IP recorded', fields);
+        return;
+      }
+      ctx.log.warn('exit IP changed', { ...fields, previousExitIp: from });
+      if (proxy !== undefined) metrics?.exitIpChanges.inc({ entry: proxy.entry });
+    },
     now: () => Date.now(),
     wait: (ms) => ctx.sleep(ms),
     heartbeat: (d) => {
@@ -102,17 +127,27 @@ export function activityIo(read: MonitorIo['read'], probe: MonitorIo['probe']): 
 }
 
 /** The monitor activity over the proxy activities' own read and probe (one SSH link per host, shared). */
-export function createMonitorActivities(proxy: {
-  readProxyVm(input: { proxy: MonitorInput['proxy']; host: string }): Promise<VmReading>;
-  probeProxy(input: { proxy: MonitorInput['proxy']; host: string; ip: string }): Promise<ProbeOutcome>;
-}) {
+export function createMonitorActivities(
+  proxy: {
+    readProxyVm(input: { proxy: MonitorInput['proxy']; host: string }): Promise<VmReading>;
+    probeProxy(input: {
+      proxy: MonitorInput['proxy'];
+      host: string;
+      ip: string;
+      readExitIp?: boolean;
+    }): Promise<ProbeOutcome>;
+  },
+  metrics?: WorkerMetrics,
+) {
   return {
     /** Polls and probes one Running proxy until something the workflow records changes (see above). */
     async monitorProxy(input: MonitorInput & { waitFirst?: boolean }): Promise<MonitorResult> {
       const { proxy: p, host } = input;
       const io = activityIo(
         () => proxy.readProxyVm({ proxy: p, host }),
-        (ip) => proxy.probeProxy({ proxy: p, host, ip }),
+        (ip, readExitIp) => proxy.probeProxy({ proxy: p, host, ip, readExitIp }),
+        p,
+        metrics,
       );
       const info = Context.current().info;
       const resumed = info.attempt > 1 ? resumedDetails(input, info.heartbeatDetails) : undefined;

@@ -23,6 +23,7 @@ import {
 } from '../lib/kvm2/index.ts';
 import type { CreatedProxy, DeletedProxy, ResizedProxy } from '../lib/kvm2/index.ts';
 import { connectProbe } from '../lib/probe/connect.ts';
+import { readExitIp } from '../lib/probe/exit-ip.ts';
 import { errorKind, ProjectError } from '../lib/errors.ts';
 import type { HostSurvey } from '../contracts/fleet.ts';
 import type { ProbeOutcome, ProxySpec, ResolvedProxy, VmReading } from '../contracts/proxy.ts';
@@ -192,9 +193,12 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
     /**
      * One health probe: a real CONNECT through the proxy's Squid to the entry's target, through the
      * host's SSH connection (`direct-tcpip` to the guest), so NATed guests are probed the same way.
-     * A failing probe is a result (`ok: false` with the code), not an error.
+     * A failing probe is a result (`ok: false` with the code), not an error. With `readExitIp` (the
+     * monitor asks at most once per probe) and `health.egressIpUrl`, a passing probe then reads the
+     * exit IP through a second channel to the same Squid (lib/probe/exit-ip.ts); a failed read is
+     * the outcome's `exitIpError`, never a failed probe.
      */
-    async probeProxy(input: PlacedProxy & { ip: string }): Promise<ProbeOutcome> {
+    async probeProxy(input: PlacedProxy & { ip: string; readExitIp?: boolean }): Promise<ProbeOutcome> {
       const { proxy } = input;
       const target = proxy.health.target;
       if (target === undefined) return { ok: false, code: CODES.probeNoTarget, message: 'health.target is not set' };
@@ -213,7 +217,19 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
         const channel = await session.openTcp(input.ip, proxy.squid.port, { timeoutMs, signal: ac });
         const { latencyMs } = await connectProbe(channel, { target, timeoutMs, signal: ac, proxyAuthorization });
         metrics?.probe.observe({ outcome: 'ok' }, latencyMs / 1000);
-        return { ok: true, latencyMs: Math.round(latencyMs * 1000) / 1000 };
+        const passed = { ok: true as const, latencyMs: Math.round(latencyMs * 1000) / 1000 };
+        const url = proxy.health.egressIpUrl;
+        if (input.readExitIp !== true || url === undefined) return passed;
+        // A budget of its own (the probe's may be nearly spent), under the activity's cancellation.
+        const exitAc = AbortSignal.any([signal(), AbortSignal.timeout(timeoutMs)]);
+        try {
+          const tunnel = await session.openTcp(input.ip, proxy.squid.port, { timeoutMs, signal: exitAc });
+          const { ip } = await readExitIp(tunnel, { url, timeoutMs, signal: exitAc, proxyAuthorization });
+          return { ...passed, exitIp: ip };
+        } catch (err) {
+          if (signal().aborted) throw signal().reason;
+          return { ...passed, exitIpError: describe(err) };
+        }
       } catch (err) {
         if (signal().aborted) throw signal().reason;
         const code = err instanceof ProjectError ? err.code : CODES.probeFailed;

@@ -38,6 +38,8 @@ export interface DiscoveredProxy {
   ageSeconds: number;
   /** When its Healthy condition last changed (absent in a pool's answer). */
   healthySince?: string;
+  /** The address destinations see through it (health.egressIpUrl; absent in a pool's answer). */
+  exitIp?: string;
 }
 
 /** A pool's discovery answer: its available members, the counts, and the ETag of the list. */
@@ -107,6 +109,7 @@ export function discovered(st: ProxyStatus, nowMs: number): DiscoveredProxy | un
     healthySince: st.conditions.Healthy.since,
   };
   if (st.host !== undefined) out.host = st.host;
+  if (st.exitIp !== undefined) out.exitIp = st.exitIp;
   return out;
 }
 

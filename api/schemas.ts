@@ -123,6 +123,21 @@ export const proxySummarySchema = {
   },
 } as const;
 
+/** The status query's answer: contracts/proxy.ts ProxyStatus (its fields pass through as they are). */
+export const proxyStatusSchema = {
+  type: 'object',
+  additionalProperties: true,
+  description: 'contracts/proxy.ts ProxyStatus',
+  properties: {
+    exitIp: {
+      type: 'string',
+      description:
+        "the address destinations see when the proxy connects out, as the entry's health.egressIpUrl answered it " +
+        'through the proxy (absent without that URL or before the first read; docs/health.md#exit-ip)',
+    },
+  },
+} as const;
+
 const pathParams = {
   type: 'object',
   additionalProperties: false,
@@ -284,7 +299,7 @@ export const routeSchemas = {
         type: 'object',
         properties: {
           proxy: proxySummarySchema,
-          status: { type: 'object', additionalProperties: true, description: 'contracts/proxy.ts ProxyStatus' },
+          status: proxyStatusSchema,
           statusError: { type: 'string' },
         },
       },
@@ -365,6 +380,11 @@ export const routeSchemas = {
                 host: { type: 'string' },
                 ageSeconds: { type: 'integer', description: 'seconds since the proxy first ran' },
                 healthySince: { type: 'string', format: 'date-time', description: 'absent in a pool answer' },
+                exitIp: {
+                  type: 'string',
+                  description:
+                    'the address destinations see through this proxy (health.egressIpUrl); absent in a pool answer',
+                },
               },
             },
           },

@@ -11,6 +11,7 @@ import type {
   ResolvedProxy,
   VmReading,
 } from './proxy.ts';
+import { applyExitIp } from './exit-ip.ts';
 
 export function newCondition(status: ConditionStatus, reason: string, at: string, message?: string): Condition {
   return message === undefined ? { status, reason, since: at } : { status, reason, message, since: at };
@@ -28,12 +29,33 @@ export function setCondition(
   return message === undefined ? { status, reason, since } : { status, reason, message, since };
 }
 
-/** One probe's outcome folded into the counters and the Healthy condition (hysteresis). */
+/** The reason of `Healthy=Unknown` while a VM boots (workflows/proxy/status.ts markBooting). */
+export const BOOTING = 'Booting';
+
+/**
+ * Whether a failing probe at `at` leaves `Healthy` Unknown (Booting): no probe has passed since the
+ * VM started (`since` of the Booting condition) and its `bootMs` has not run out.
+ */
+export function stillBooting(healthy: Condition, at: string, bootMs: number | undefined): boolean {
+  return (
+    healthy.status === 'Unknown' &&
+    healthy.reason === BOOTING &&
+    bootMs !== undefined &&
+    Date.parse(at) < Date.parse(healthy.since) + bootMs
+  );
+}
+
+/**
+ * One probe's outcome folded into the counters and the Healthy condition (hysteresis). A booting
+ * proxy (`Healthy` Unknown, reason Booting) stays Unknown on failures until its first passing probe
+ * or until `bootMs` after its start; without `bootMs` failures count as always.
+ */
 export function applyProbe(
   st: ProxyStatus,
   outcome: ProbeOutcome,
   h: { healthyAfter: number; unhealthyAfter: number },
   at: string,
+  bootMs?: number,
 ): ProxyStatus {
   const health = { ...st.health, lastProbeAt: at };
   let healthy = st.conditions.Healthy;
@@ -48,7 +70,7 @@ export function applyProbe(
     health.consecutiveOk = 0;
     health.totalFailed += 1;
     health.lastError = `${outcome.code}: ${outcome.message}`;
-    if (health.consecutiveFailed >= h.unhealthyAfter) {
+    if (health.consecutiveFailed >= h.unhealthyAfter && !stillBooting(healthy, at, bootMs)) {
       healthy = setCondition(healthy, 'False', 'ProbeFailed', at, health.lastError);
     }
   }
@@ -122,7 +144,7 @@ export interface MonitorInput {
 }
 
 /**
- * Why the monitor returned: Healthy or AddressAssigned (or the IP) changed, the VM is gone or
+ * Why the monitor returned: Healthy or AddressAssigned (or the IP, or the exit IP) changed, the VM is gone or
  * stopped (`VmLost`, recreated by the workflow), a VM that never had an address ran out of its
  * boot budget, or the checkpoint came.
  */
@@ -168,20 +190,21 @@ export function probeAddress(s: MonitorState, h: ResolvedProxy['health']): strin
   return h.target !== undefined ? s.status.ip : undefined;
 }
 
-/** A probe's outcome folded in. */
+/** A probe's outcome (and its exit-IP read, contracts/exit-ip.ts) folded in; `bootMs`: see applyProbe. */
 export function foldProbe(
   s: MonitorState,
   outcome: ProbeOutcome,
   h: ResolvedProxy['health'],
   at: string,
+  bootMs?: number,
 ): MonitorState {
-  return { ...s, status: applyProbe(s.status, outcome, h, at) };
+  return { ...s, status: applyExitIp(applyProbe(s.status, outcome, h, at, bootMs), outcome, at) };
 }
 
-/** The state's values whose change the workflow must hear of (and record). */
+/** The state's values whose change the workflow must hear of (and record, or publish). */
 function watched(st: ProxyStatus): string {
   const c = st.conditions;
-  return `${c.Healthy.status}|${c.AddressAssigned.status}|${st.ip ?? ''}`;
+  return `${c.Healthy.status}|${c.AddressAssigned.status}|${st.ip ?? ''}|${st.exitIp ?? ''}`;
 }
 
 /**

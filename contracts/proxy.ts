@@ -87,6 +87,10 @@ export interface HealthCounters {
   lastProbeAt?: string;
   /** The last failing probe's error code and message. */
   lastError?: string;
+  /** RFC 3339 time of the last exit-IP read that answered an address. */
+  exitIpAt?: string;
+  /** The last exit-IP read's error (`CODE: message`), until a read answers again. */
+  exitIpError?: string;
 }
 
 export interface ProxyError {
@@ -118,6 +122,11 @@ export interface ProxyStatus {
   host?: string;
   /** The guest's IPv4 address (the last one read, held through short agent outages). */
   ip?: string;
+  /**
+   * The address destinations see when the proxy connects out, as `health.egressIpUrl` answered it
+   * through the proxy (absent without that URL, or before the first read).
+   */
+  exitIp?: string;
   /** Squid's port on the guest. */
   port: number;
   vm: Required<VmSize>;
@@ -174,6 +183,10 @@ export interface ResolvedProxy {
     unhealthyAfter: number;
     addressGracePolls: number;
     maxRecreations: number;
+    /** A URL whose body is the caller's address, read through the proxy (absent in runs resolved before it). */
+    egressIpUrl?: string;
+    /** How often the exit IP is read again, in ms. */
+    egressIpIntervalMs?: number;
   };
 }
 
@@ -186,5 +199,10 @@ export interface VmReading {
   source?: string;
 }
 
-/** One health probe's outcome (activity `probeProxy`); failures are data, not errors. */
-export type ProbeOutcome = { ok: true; latencyMs: number } | { ok: false; code: string; message: string };
+/**
+ * One health probe's outcome (activity `probeProxy`); failures are data, not errors. A passing
+ * probe asked to read the exit IP carries the address (`exitIp`) or why the read failed
+ * (`exitIpError`, `CODE: message`; the probe still passes).
+ */
+export type ProbeOutcome =
+  { ok: true; latencyMs: number; exitIp?: string; exitIpError?: string } | { ok: false; code: string; message: string };

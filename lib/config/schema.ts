@@ -17,6 +17,7 @@ import {
 import { openBlocks } from '../../contracts/cidr.ts';
 import { PORT, VM_LIMITS } from '../../contracts/limits.ts';
 import { DEFAULT_CPU_OVERCOMMIT, DEFAULT_MEMORY_OVERCOMMIT } from '../../contracts/fleet.ts';
+import { exitIpUrlProblem } from '../probe/exit-ip.ts';
 import { checkCidr, EGRESS_FIELD_HELP, egressFields, egressIssues } from './egress.ts';
 
 /** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters (contracts/limits.ts). */
@@ -111,6 +112,16 @@ export const HealthSchema = z.strictObject({
   unhealthyAfter: z.int().min(1).max(100).default(3),
   addressGracePolls: z.int().min(0).max(100).default(3),
   maxRecreations: z.int().min(0).max(100).default(3),
+  /** A URL whose body is the caller's address, read through each proxy: its exit IP (docs/health.md). */
+  egressIpUrl: z
+    .string()
+    .superRefine((url, ctx) => {
+      const problem = exitIpUrlProblem(url);
+      if (problem !== undefined) ctx.addIssue({ code: 'custom', message: problem });
+    })
+    .optional(),
+  /** The exit IP is read again after this long (and on a proxy's first passing probe), in ms. */
+  egressIpIntervalMs: timeoutMs(300_000, 1000),
 });
 
 export const ProviderSchema = z.strictObject({
@@ -254,6 +265,14 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
   'providers[].health.maxRecreations': {
     hint: 'how often a VM that vanished or failed under a Running proxy is recreated before the proxy fails',
     example: 'maxRecreations: 3',
+  },
+  'providers[].health.egressIpUrl': {
+    hint: 'an http:// URL whose body is the caller\'s address (plain text or JSON {"ip": ...}), read through each proxy to record its exit IP; its host and port must be allowed by the destination policy; unset: no exit IP',
+    example: 'egressIpUrl: "http://198.51.100.7/ip"',
+  },
+  'providers[].health.egressIpIntervalMs': {
+    hint: 'how often the exit IP is read again, in ms (it is read on the first passing probe of a Healthy proxy, then at most once per probe and this often)',
+    example: 'egressIpIntervalMs: 300000',
   },
   'providers[]': { hint: 'a provider entry (a mapping)', example: '- name: lab' },
   'providers[].name': { hint: 'a unique lowercase identifier naming the entry', example: 'name: lab-a' },

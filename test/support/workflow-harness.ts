@@ -344,7 +344,9 @@ export class Fakes {
   ensureBase: Fn<ImageWorkflowInput & { workflowId: string }, EnsuredBase> = () => BASE;
   create: Fn<PlacedProxy & { base: EnsuredBase; createdAt: string }, CreatedProxy> = (input) => created(input);
   read: Fn<PlacedProxy, VmReading> = () => ({ state: 'Running', ip: '10.0.0.5', source: 'lease' });
-  probe: Fn<PlacedProxy & { ip: string }, ProbeOutcome> = () => ({ ok: true, latencyMs: 12 });
+  probe: Fn<PlacedProxy & { ip: string; readExitIp?: boolean }, ProbeOutcome> = () => ({ ok: true, latencyMs: 12 });
+  /** The exit-IP changes the fake monitor reported (activities/monitor.ts MonitorIo.exitIpChanged). */
+  readonly exitIpChanges: { from?: string; to: string }[] = [];
   delete: Fn<PlacedProxy, DeletedProxy> = () => ({ domain: 'deleted', overlay: 'deleted', seed: 'deleted' });
   consoleTail: Fn<PlacedProxy, string[]> = () => ['[  OK  ] Reached target Cloud-init', 'login:'];
   resize: Fn<PlacedProxy, ResizedProxy> = () => {
@@ -391,7 +393,8 @@ export class Fakes {
       let last: MonitorDetails | undefined;
       const io: MonitorIo = {
         read: () => read({ proxy: input.proxy, host: input.host }),
-        probe: (ip) => probe({ proxy: input.proxy, host: input.host, ip }),
+        probe: (ip, readExitIp) => probe({ proxy: input.proxy, host: input.host, ip, readExitIp }),
+        exitIpChanged: (change) => this.exitIpChanges.push(change),
         now,
         wait: async (ms) => {
           const frozen = this.freezeNextWait;

@@ -180,7 +180,9 @@ describe('proxy health monitor', () => {
     const f = new Fakes(e);
     const frozen = new Gate();
     // A 1 s interval: the monitor polls on its own (real time) and its heartbeat timeout is 10 s.
-    f.resolve = (spec) => resolvedProxy(spec, { health: { intervalMs: 1_000 } });
+    // bootMs 1: past the boot deadline at once, so failures count from the first probe (a booting
+    // proxy's Unknown is proxy-booting-exit-ip.test.ts's).
+    f.resolve = (spec) => resolvedProxy(spec, { health: { intervalMs: 1_000 }, timeouts: { bootMs: 1 } });
     f.probe = (_, n) => {
       if (n === 1) f.freezeNextWait = frozen; // after the second failing probe, the worker "dies"
       return REFUSED;

@@ -59,7 +59,7 @@ export async function healthLoop(run: ProxyRun, images: ImageWaiter, proxy: Reso
         const f = failureInfo(err);
         return { ok: false as const, code: CODES.probeActivityFailed, message: `${f.code}: ${f.message}` };
       });
-      run.status = applyProbe(run.status, outcome, r.health, nowIso());
+      run.status = applyProbe(run.status, outcome, r.health, nowIso(), r.timeouts.bootMs);
     }
     publish(run);
     const limit = run.input.continueAsNewAfterPolls;

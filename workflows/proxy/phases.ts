@@ -17,7 +17,7 @@ import type { VmNeed } from './placement.ts';
 import { nowIso, recordError, setState } from './publish.ts';
 import { NeedCapacity, ProxyFailed } from './state.ts';
 import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
-import { markVmRunning } from './status.ts';
+import { HEALTHY_BOOTING_PATCH, markBooting, markVmRunning } from './status.ts';
 
 /** How much longer than the entry's download budget a proxy waits on the image before joining again: 10 minutes. */
 const IMAGE_WAIT_MARGIN_MS = 600_000;
@@ -194,6 +194,10 @@ export async function createAndBoot(run: ProxyRun, r: ResolvedProxy, host: strin
     });
     if (reading?.state === 'Running') {
       run.status = markVmRunning(run.status, nowIso());
+      // Healthy Unknown (Booting) from the start until a probe passes; runs recorded before keep NotProbed.
+      if (r.health.target !== undefined && patched(HEALTHY_BOOTING_PATCH)) {
+        run.status = markBooting(run.status, new Date(startedAtMs).toISOString());
+      }
       return;
     }
     if (Date.now() >= deadline) {

@@ -3,7 +3,8 @@
 // handlers apply. No I/O, no workflow APIs: unit-tested on their own.
 import type { ImageProgressSignal } from '../../contracts/image.ts';
 import { MEMORY_MIB, VCPUS, inRange, rangeMessage } from '../../contracts/limits.ts';
-import { newCondition, setCondition } from '../../contracts/health.ts';
+import { exitIpDueAgain } from '../../contracts/exit-ip.ts';
+import { BOOTING, newCondition, setCondition } from '../../contracts/health.ts';
 import type { ProxyError, ProxySpec, ProxyState, ProxyStatus, ResolvedProxy, VmSize } from '../../contracts/proxy.ts';
 
 // The health folds live in contracts/health.ts (the monitor activity shares them).
@@ -42,6 +43,19 @@ export function markVmRunning(st: ProxyStatus, at: string): ProxyStatus {
   };
 }
 
+/** The patch behind which a started VM's Healthy is Unknown (Booting) (phases.ts createAndBoot). */
+export const HEALTHY_BOOTING_PATCH = 'healthy-booting';
+
+/**
+ * The VM was started at `at` (and libvirt runs it): `Healthy` is Unknown with reason Booting until
+ * its first passing probe, or until `bootMs` after `at` (contracts/health.ts stillBooting), never
+ * False from the failures of a Squid still starting.
+ */
+export function markBooting(st: ProxyStatus, at: string): ProxyStatus {
+  const Healthy = newCondition('Unknown', BOOTING, at, 'waiting for the first passing probe');
+  return { ...st, conditions: { ...st.conditions, Healthy } };
+}
+
 /** The VM was lost (`vmState`) and is being recreated: counted, no address, every condition False. */
 export function markRecreating(st: ProxyStatus, vmState: string, at: string): ProxyStatus {
   return { ...vmDown(st, vmState, 'Recreating', at), recreations: st.recreations + 1 };
@@ -54,15 +68,16 @@ export function markMoving(st: ProxyStatus, at: string): ProxyStatus {
 
 /** No VM serving while it is made again: no address, every condition False. */
 function vmDown(st: ProxyStatus, vmReason: string, reason: string, at: string): ProxyStatus {
+  const down = exitIpDueAgain(st);
   return {
-    ...st,
+    ...down,
     ip: undefined,
     conditions: {
       VmRunning: setCondition(st.conditions.VmRunning, 'False', vmReason, at),
       AddressAssigned: setCondition(st.conditions.AddressAssigned, 'False', reason, at),
       Healthy: setCondition(st.conditions.Healthy, 'False', reason, at),
     },
-    health: { ...st.health, consecutiveOk: 0 },
+    health: { ...down.health, consecutiveOk: 0 },
   };
 }
 
@@ -160,6 +175,8 @@ export function memoOf(st: ProxyStatus): Record<string, unknown> {
     ip: st.ip ?? null,
     port: st.port,
     runningSince: st.runningSince ?? null,
+    // Only once read: the memo of runs without an exit IP stays what it was.
+    ...(st.exitIp === undefined ? {} : { exitIp: st.exitIp }),
   };
 }
 
@@ -177,9 +194,16 @@ export function publishedKey(st: ProxyStatus): string {
 export function detailsLine(st: ProxyStatus): string {
   return (
     `**${st.state}** · proxy \`${st.name}\` · entry \`${st.entry}\` · host \`${st.host ?? '-'}\` · ` +
-    `ip \`${st.ip ?? '-'}\` · Healthy ${st.conditions.Healthy.status}${st.reason ? ` · ${st.reason}` : ''}` +
+    `ip \`${st.ip ?? '-'}\`${st.exitIp === undefined ? '' : ` · exit \`${st.exitIp}\``} · ` +
+    `Healthy ${healthWord(st)}${st.reason ? ` · ${st.reason}` : ''}` +
     imageLine(st)
   );
+}
+
+/** `True`, `False`, `Unknown`, or `Unknown (Booting)`. */
+function healthWord(st: ProxyStatus): string {
+  const h = st.conditions.Healthy;
+  return h.status === 'Unknown' && h.reason === BOOTING ? `Unknown (${BOOTING})` : h.status;
 }
 
 /** The base upload's progress, while the proxy waits on it ('' when it does not). */
