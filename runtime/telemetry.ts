@@ -1,16 +1,31 @@
 // OpenTelemetry in the worker: a global tracer provider with an AsyncLocalStorage context, so the
 // per-RPC spans of lib/libvirt (one per call, made with the global tracer) become children of the
-// activity span that Temporal's OpenTelemetry interceptors open around each activity. Spans are
-// written as JSON lines to the worker's pino log at debug level (LOG_LEVEL=debug shows them);
-// tests pass a processor of their own to read them back.
+// activity span that Temporal's OpenTelemetry interceptors open around each activity.
+//
+// Where spans go (docs/monitoring.md, "Traces"):
+// - always: the process's pino log at debug level (LOG_LEVEL=debug shows them), one line a span;
+// - when an OTLP endpoint is configured (OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_ENDPOINT
+//   or OTEL_TRACES_EXPORTER=otlp, the OpenTelemetry SDK's standard variables): OTLP over HTTP with
+//   protobuf, through a batch processor with a bounded queue (OTEL_BSP_*), flushed at shutdown.
+//   A receiver that does not answer never stops the process: its spans are dropped and one warning
+//   is logged until an export succeeds again.
+// Tests pass a processor of their own to read spans back.
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { Resource } from '@opentelemetry/resources';
-import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import type { ReadableSpan, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { Resource, envDetectorSync } from '@opentelemetry/resources';
+import { BasicTracerProvider, BatchSpanProcessor, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import type { ReadableSpan, Span, SpanExporter, SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import type { Context } from '@opentelemetry/api';
 import { ExportResultCode } from '@opentelemetry/core';
 import type { ExportResult } from '@opentelemetry/core';
 import { OpenTelemetryPlugin } from '@temporalio/interceptors-opentelemetry';
 import type { Logger } from 'pino';
+import { OptionError } from './options.ts';
+
+/** The service name when OTEL_SERVICE_NAME is not set (the worker's). */
+export const DEFAULT_SERVICE_NAME = 'egress-proxies-worker';
+/** How long shutdown waits for the last batch to reach the receiver. */
+export const SHUTDOWN_FLUSH_MS = 5_000;
 
 /** Writes each finished span as one debug line: name, ids, parent, duration, status, attributes. */
 export class PinoSpanExporter implements SpanExporter {
@@ -43,20 +58,209 @@ export class PinoSpanExporter implements SpanExporter {
   }
 }
 
+/** Where and how spans are exported over OTLP; `undefined` url: no OTLP export. */
+export interface OtlpSettings {
+  /** The traces URL spans are POSTed to (…/v1/traces), or undefined when OTLP export is off. */
+  url: string | undefined;
+  /** The resource's service.name. */
+  serviceName: string;
+}
+
+type Env = Record<string, string | undefined>;
+
+function checkedUrl(name: string, text: string): URL {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new OptionError(
+      `${name} must be an http:// or https:// URL (e.g. http://127.0.0.1:4318), got ${JSON.stringify(text)}`,
+    );
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw new OptionError(
+      `${name} must be an http:// or https:// URL (e.g. http://127.0.0.1:4318), got ${JSON.stringify(text)}`,
+    );
+  }
+  return url;
+}
+
+/**
+ * The OTLP settings from the OpenTelemetry SDK's standard variables (and an explicit base endpoint,
+ * e.g. a command-line option, which wins over them). Throws OptionError naming the variable for a
+ * value this build cannot use.
+ */
+export function otlpSettingsFromEnv(
+  env: Env = process.env,
+  o: { endpoint?: string | undefined; serviceName?: string } = {},
+): OtlpSettings {
+  const serviceName = env['OTEL_SERVICE_NAME']?.trim() || o.serviceName || DEFAULT_SERVICE_NAME;
+  const exporters = (env['OTEL_TRACES_EXPORTER'] ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  for (const e of exporters) {
+    if (e !== 'otlp' && e !== 'none') {
+      throw new OptionError(
+        `OTEL_TRACES_EXPORTER must be otlp or none (spans always reach the debug log), got ${JSON.stringify(e)}`,
+      );
+    }
+  }
+  for (const name of ['OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'OTEL_EXPORTER_OTLP_PROTOCOL']) {
+    const p = env[name]?.trim();
+    if (p && p !== 'http/protobuf') {
+      throw new OptionError(
+        `${name} must be http/protobuf (this build exports OTLP over HTTP; point the endpoint at the receiver's OTLP/HTTP port, 4318 by default), got ${JSON.stringify(p)}`,
+      );
+    }
+    if (p) break; // the traces-specific variable wins over the general one
+  }
+  const disabled = env['OTEL_SDK_DISABLED']?.trim().toLowerCase() === 'true' || exporters.includes('none');
+  const traces = env['OTEL_EXPORTER_OTLP_TRACES_ENDPOINT']?.trim();
+  const base = env['OTEL_EXPORTER_OTLP_ENDPOINT']?.trim();
+  let url: string | undefined;
+  if (o.endpoint?.trim()) {
+    url = tracesUrl(checkedUrl('--otlp-endpoint', o.endpoint.trim()));
+  } else if (traces) {
+    url = checkedUrl('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT', traces).href; // used as given (the spec's rule)
+  } else if (base) {
+    url = tracesUrl(checkedUrl('OTEL_EXPORTER_OTLP_ENDPOINT', base));
+  } else if (exporters.includes('otlp')) {
+    url = 'http://localhost:4318/v1/traces'; // the spec's default endpoint
+  }
+  return { url: disabled ? undefined : url, serviceName };
+}
+
+/** A base endpoint's traces URL: its path with /v1/traces appended (the spec's rule for the base variable). */
+function tracesUrl(base: URL): string {
+  const u = new URL(base.href);
+  u.pathname = `${u.pathname.replace(/\/+$/, '')}/v1/traces`;
+  return u.href;
+}
+
+/**
+ * Wraps the OTLP exporter: a failed export drops its spans (the batch processor does not retry)
+ * and logs one warning for the whole run of failures; the first success after it logs how many
+ * spans were lost.
+ */
+class WarnOnceExporter implements SpanExporter {
+  readonly #inner: SpanExporter;
+  readonly #log: Logger;
+  readonly #url: string;
+  #failing = false;
+  #dropped = 0;
+  constructor(inner: SpanExporter, log: Logger, url: string) {
+    this.#inner = inner;
+    this.#log = log;
+    this.#url = url;
+  }
+  get dropped(): number {
+    return this.#dropped;
+  }
+  export(spans: ReadableSpan[], done: (result: ExportResult) => void): void {
+    this.#inner.export(spans, (result) => {
+      if (result.code === ExportResultCode.SUCCESS) {
+        if (this.#failing) {
+          this.#failing = false;
+          this.#log.info({ endpoint: this.#url, droppedSpans: this.#dropped }, 'trace export recovered');
+        }
+      } else {
+        this.#dropped += spans.length;
+        if (!this.#failing) {
+          this.#failing = true;
+          this.#log.warn(
+            { endpoint: this.#url, err: result.error?.message, spans: spans.length },
+            'trace export failed: spans are dropped until the OTLP receiver answers (logged once)',
+          );
+        }
+      }
+      done(result);
+    });
+  }
+  shutdown(): Promise<void> {
+    return this.#inner.shutdown();
+  }
+  forceFlush(): Promise<void> {
+    return this.#inner.forceFlush?.() ?? Promise.resolve();
+  }
+}
+
+/** One processor for the provider and the worker plugin that hands every span to each of several. */
+class FanOutProcessor implements SpanProcessor {
+  readonly #all: SpanProcessor[];
+  constructor(all: SpanProcessor[]) {
+    this.#all = all;
+  }
+  onStart(span: Span, parent: Context): void {
+    for (const p of this.#all) p.onStart(span, parent);
+  }
+  onEnd(span: ReadableSpan): void {
+    for (const p of this.#all) p.onEnd(span);
+  }
+  async forceFlush(): Promise<void> {
+    await Promise.all(this.#all.map((p) => p.forceFlush()));
+  }
+  async shutdown(): Promise<void> {
+    await Promise.all(this.#all.map((p) => p.shutdown()));
+  }
+}
+
+export interface TracingOptions {
+  /** A processor of the caller's (tests read spans back with it); replaces the log processor. */
+  processor?: SpanProcessor;
+  /** The OTel variables to read (default process.env). */
+  env?: Env;
+  /** A base OTLP endpoint that wins over the variables (an --otlp-endpoint option). */
+  otlpEndpoint?: string | undefined;
+  /** service.name when OTEL_SERVICE_NAME is not set (default egress-proxies-worker). */
+  serviceName?: string;
+}
+
 export interface Tracing {
   /** The worker plugin: client, activity and workflow interceptors plus the workflow span sink. */
   plugin: OpenTelemetryPlugin;
+  /** Where spans are exported over OTLP, or undefined. */
+  otlpUrl: string | undefined;
+  /** Sends every finished span now (tests; the process's shutdown does it too). */
+  forceFlush(): Promise<void>;
+  /** Flushes (bounded by SHUTDOWN_FLUSH_MS) and stops the exporters. */
   shutdown(): Promise<void>;
 }
 
-/** Registers the global tracer provider (once per process) and returns the worker plugin. */
-export function setupTracing(log: Logger, processor?: SpanProcessor): Tracing {
-  const resource = new Resource({ 'service.name': 'egress-proxies-worker' });
-  const spanProcessor = processor ?? new SimpleSpanProcessor(new PinoSpanExporter(log));
+/**
+ * Registers the global tracer provider (once per process) and returns the worker plugin. Reads the
+ * OTLP variables itself (otlpSettingsFromEnv; an unusable value throws OptionError naming it).
+ */
+export function setupTracing(log: Logger, o: TracingOptions = {}): Tracing {
+  const settings = otlpSettingsFromEnv(o.env ?? process.env, { endpoint: o.otlpEndpoint, serviceName: o.serviceName });
+  const resource = new Resource({ 'service.name': DEFAULT_SERVICE_NAME })
+    .merge(envDetectorSync.detect())
+    .merge(new Resource({ 'service.name': settings.serviceName }));
+  const processors = [o.processor ?? new SimpleSpanProcessor(new PinoSpanExporter(log))];
+  if (settings.url !== undefined) {
+    // Headers, timeout and compression: OTEL_EXPORTER_OTLP_(TRACES_)HEADERS/TIMEOUT/COMPRESSION,
+    // read by the exporter; queue and batch sizes: OTEL_BSP_*, read by the batch processor.
+    const exporter = new WarnOnceExporter(new OTLPTraceExporter({ url: settings.url }), log, settings.url);
+    processors.push(new BatchSpanProcessor(exporter));
+    log.info({ endpoint: settings.url, serviceName: settings.serviceName }, 'traces exported over OTLP');
+  }
+  const spanProcessor = processors.length === 1 ? processors[0]! : new FanOutProcessor(processors);
   const provider = new BasicTracerProvider({ resource, spanProcessors: [spanProcessor] });
   provider.register({ contextManager: new AsyncLocalStorageContextManager().enable() });
   return {
     plugin: new OpenTelemetryPlugin({ resource, spanProcessor }),
-    shutdown: () => provider.shutdown(),
+    otlpUrl: settings.url,
+    forceFlush: () => provider.forceFlush(),
+    shutdown: async () => {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<'late'>((resolve) => {
+        timer = setTimeout(() => resolve('late'), SHUTDOWN_FLUSH_MS);
+        timer.unref();
+      });
+      const done = await Promise.race([provider.shutdown().then(() => 'done' as const), late]);
+      clearTimeout(timer);
+      if (done === 'late')
+        log.warn({ endpoint: settings.url, waitedMs: SHUTDOWN_FLUSH_MS }, 'trace flush at shutdown cut short');
+    },
   };
 }

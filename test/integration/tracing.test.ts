@@ -23,7 +23,7 @@ let connection: NativeConnection;
 let worker: RunningWorker | undefined;
 const exporter = new InMemorySpanExporter();
 const log = createLogger({ name: 'test', level: 'warn', stream: 'stderr' });
-const tracing = setupTracing(log, new SimpleSpanProcessor(exporter));
+const tracing = setupTracing(log, { processor: new SimpleSpanProcessor(exporter), env: {} });
 
 before(async () => {
   installTestRuntime();
