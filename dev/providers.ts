@@ -58,7 +58,8 @@ const doc = {
         allowedClientCidrs: [...new Set(hosts.map((h) => h.networkCidr))],
         allowDestinations: [targetBlock(target)],
       },
-      health: { target, intervalMs: 3000 },
+      // The same process answers each caller's address at /ip: every proxy's exit IP.
+      health: { target, intervalMs: 3000, egressIpUrl: `http://${target}/ip` },
     },
   ],
 };

@@ -97,14 +97,18 @@ const mirror = track(
 /**
  * The health target: one line to every request (the probe only needs Squid to connect); at
  * `/headers`, the request's headers as JSON, so a check through a proxy can see what Squid
- * forwarded (never `Proxy-Authorization`).
+ * forwarded (never `Proxy-Authorization`); at `/ip`, only the caller's address (the embedded
+ * default's `health.egressIpUrl`: a proxy's exit IP).
  */
 const target = track(
   http.createServer((req, res) => {
+    const from = req.socket.remoteAddress ?? '?';
     const body =
       req.url === '/headers'
         ? `${JSON.stringify(req.headers)}\n`
-        : `hello from the egress-proxies dev target; you came from ${req.socket.remoteAddress ?? '?'}\n`;
+        : req.url === '/ip'
+          ? `${from}\n`
+          : `hello from the egress-proxies dev target; you came from ${from}\n`;
     res.writeHead(200, { 'content-type': 'text/plain', 'content-length': String(Buffer.byteLength(body)) }).end(body);
   }),
 );

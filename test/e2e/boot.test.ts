@@ -5,15 +5,22 @@
  * address, and the real health probe sends CONNECT through the guest's Squid, over the host's SSH
  * connection, to a TCP target this test serves on the host's root-side address, so Squid in the
  * VM really connects out. Then deleteProxy removes the domain, overlay and seed, and the base
- * stays. Each phase's time is printed; every wait is bounded. Traffic goes only to loopback and
- * to the test host's addresses.
+ * stays. Then, through the workflows (a worker process on a task queue of its own, the same entry
+ * and base), a proxy whose entry has `health.egressIpUrl` on an HTTP server of this test (the
+ * host's root-side address, answering each caller's address): its status query and the API's
+ * discovery show as `exitIp` the address that server saw (the host's, through its NAT). Needs the
+ * Temporal dev server (scripts/temporal up). Each phase's time is printed; every wait is bounded.
+ * Traffic goes only to loopback and to the test host's addresses.
  *
  *   test/e2e/run                      (builds or reuses the image, then runs this file)
  *   EP_E2E_IMAGE=/path/proxy.qcow2 node --test test/e2e/boot.test.ts
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -38,6 +45,21 @@ import { hostPath, hostTarget, loadTestHosts } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
 import { startTarget } from '../support/target.ts';
 import type { Target } from '../support/target.ts';
+import type { Client } from '@temporalio/client';
+import { TokenAuth } from '../../api/auth.ts';
+import { buildApi } from '../../api/server.ts';
+import { temporalStore } from '../../client/store.ts';
+import {
+  PROXY_DELETE_UPDATE,
+  PROXY_STATUS_QUERY,
+  PROXY_WORKFLOW_TYPE,
+  proxyWorkflowId,
+} from '../../contracts/proxy.ts';
+import type { ProxyStatus } from '../../contracts/proxy.ts';
+import { createLogger } from '../../lib/log/logger.ts';
+import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
+import type { WorkerProcess } from '../support/fleet.ts';
+import { connectClient, uniqueId } from '../support/temporal.ts';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const run = Date.now().toString(36);
@@ -50,6 +72,11 @@ const ADDRESS_BOUND_MS = 240_000;
 const HEALTHY_BOUND_MS = 180_000;
 const AGENT_BOUND_MS = 180_000;
 const PROBE_TIMEOUT_MS = 10_000;
+/** The workflow-run proxy: start to Healthy with its exit IP (a TCG boot on a shared machine). */
+const WORKFLOW_HEALTHY_BOUND_MS = 8 * 60_000;
+/** Discovery lists it once the visibility store has its search attributes. */
+const DISCOVERY_BOUND_MS = 60_000;
+const exitProxyName = 'exit';
 
 /** Seconds with one decimal, for the timing lines. */
 const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
@@ -93,6 +120,13 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
   let image: EnsuredImage | undefined;
   let guestIp: string | undefined;
   let addressAt = 0;
+  /** The image on the mirror (the workflow part's entry names the same URL and digest). */
+  let imageUrl = '';
+  let imageSha = '';
+  let client: Client | undefined;
+  let worker: WorkerProcess | undefined;
+  let tmp: string | undefined;
+  let exitStarted = false;
   const timings: [string, string][] = [];
   const names = proxyObjectNames({ ownerUid: owner, entry, name: proxyName });
 
@@ -112,6 +146,21 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
 
   after(async () => {
     await health?.close().catch(() => {});
+    if (exitStarted && client) {
+      const handle = client.workflow.getHandle(proxyWorkflowId(entry, exitProxyName));
+      const d = await handle.describe().catch(() => undefined);
+      if (d?.status.name === 'RUNNING') {
+        await within(handle.executeUpdate(PROXY_DELETE_UPDATE), 30_000, 'delete the exit proxy').catch((err: unknown) =>
+          say(`cleanup: delete ${exitProxyName}: ${String(err)}`),
+        );
+        await within(handle.result(), 180_000, 'the exit proxy to end').catch((err: unknown) =>
+          say(`cleanup: ${exitProxyName}: ${String(err)}`),
+        );
+      }
+    }
+    await worker?.stop().catch(() => worker?.kill());
+    await client?.connection.close().catch(() => {});
+    if (tmp) await rm(tmp, { recursive: true, force: true });
     // Everything this run made goes, whatever happened above: the proxy, then base and marker.
     await deleteProxy({ links, ownerUid: owner, entry, name: proxyName, pool: host.pool }).catch((err: unknown) =>
       say(`cleanup: deleteProxy: ${String(err)}`),
@@ -148,6 +197,8 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     timings.push([built.ms < 5000 ? 'image (cache hit)' : 'image build', secs(built.ms)]);
     timings.push(['image size', `${(bytes.length / 2 ** 20).toFixed(0)} MiB`]);
     const url = mirror.serve('/images/proxy.qcow2', bytes);
+    imageUrl = url;
+    imageSha = sha256;
     const t0 = performance.now();
     let lastSaid = 0;
     image = await within(
@@ -327,6 +378,114 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     assert.ok(!vols.includes(names.overlayVolume), 'overlay gone');
     assert.ok(!vols.includes(names.seedVolume), 'seed gone');
     assert.ok(vols.includes(image.volumeName), 'base survives');
+  });
+
+  it('through the workflows: the status query and discovery show as exitIp the address the target saw', async () => {
+    assert.ok(image, 'the image step passed');
+    // An HTTP server on the host's root-side address: the health target (Squid only connects) and
+    // the exit-IP URL, answering each caller's address and recording it.
+    const seen: string[] = [];
+    const echo = http.createServer((req, res) => {
+      const remote = req.socket.remoteAddress ?? '?';
+      if (req.url === '/ip') seen.push(remote);
+      res.end(req.url === '/ip' ? `${remote}\n` : 'hello from the e2e exit-IP target\n');
+    });
+    await new Promise<void>((resolve) => echo.listen(0, host.rootSideAddress, resolve));
+    try {
+      const port = (echo.address() as AddressInfo).port;
+      const root = host.rootSideAddress;
+      const config = fleetConfig({
+        entry,
+        ownerUid: owner,
+        hosts: [host],
+        images: { proxy: { url: imageUrl, sha256: imageSha } },
+        health: { intervalMs: 2_000, probeTimeoutMs: 5_000, healthyAfter: 2, unhealthyAfter: 3 },
+        timeouts: { rpcMs: 60_000, downloadBodyIdleMs: 30_000, downloadTotalMs: 600_000, bootMs: 420_000 },
+      });
+      // The target and the URL are on a private (root-side) address: the entry allows it, as an
+      // operator's entry allows its health target.
+      const main = config.providers[0]!;
+      main.health.target = `${root}:${port}`;
+      main.health.egressIpUrl = `http://${root}:${port}/ip`;
+      main.squid.allowDestinations = [`${root}/32`];
+      tmp = await mkdtemp(join(tmpdir(), 'ep-e2e-boot-'));
+      const providersFile = await writeProvidersFile(tmp, config);
+      client = await connectClient();
+      const taskQueue = uniqueId('e2e-boot');
+      worker = await spawnWorker(providersFile, taskQueue, 120_000);
+      const t0 = performance.now();
+      const handle = await client.workflow.start(PROXY_WORKFLOW_TYPE, {
+        workflowId: proxyWorkflowId(entry, exitProxyName),
+        taskQueue,
+        args: [{ name: exitProxyName, entry, imageKey: 'proxy', vm: { vcpus: 1, memoryMiB: 512, diskGiB: 4 } }],
+      });
+      exitStarted = true;
+      const deadline = performance.now() + WORKFLOW_HEALTHY_BOUND_MS;
+      let st: ProxyStatus | undefined;
+      let lastState = '';
+      const healths = new Set<string>();
+      for (;;) {
+        st = await within(handle.query<ProxyStatus>(PROXY_STATUS_QUERY), 20_000, 'status query').catch(() => st);
+        if (st !== undefined) {
+          if (st.state !== lastState) say(`${exitProxyName}: ${st.state} (Healthy ${st.conditions.Healthy.status})`);
+          lastState = st.state;
+          if (st.state === 'Running') healths.add(`${st.conditions.Healthy.status}/${st.conditions.Healthy.reason}`);
+          if (st.state === 'Failed') assert.fail(`${exitProxyName} failed: ${JSON.stringify(st.lastError)}`);
+          if (st.conditions.Healthy.status === 'True' && st.exitIp !== undefined) break;
+        }
+        if (performance.now() > deadline) {
+          assert.fail(`no Healthy proxy with an exit IP within ${WORKFLOW_HEALTHY_BOUND_MS} ms: ${JSON.stringify(st)}`);
+        }
+        await sleep(500);
+      }
+      timings.push(['workflow: start to exitIp', secs(performance.now() - t0)]);
+      say(`${exitProxyName}: Healthy values seen while Running: ${[...healths].join(', ')}`);
+      assert.ok(seen.length >= 1, 'the exit-IP URL was read through the proxy');
+      assert.equal(st.exitIp, seen.at(-1), 'the status shows the address the target saw');
+      // Through the host's NAT, the target sees the host's own address.
+      assert.equal(st.exitIp, host.address);
+      assert.ok(st.health.exitIpAt, 'the time of the read');
+      const logged = worker.lines.find((l) => l.includes('exit IP recorded'));
+      assert.ok(logged, 'the worker logged the exit IP');
+      assert.ok(logged.includes(host.address), logged);
+      assert.ok(
+        ![...healths].some((h) => h.startsWith('False')),
+        `never False while booting: ${[...healths].join(', ')}`,
+      );
+
+      const app = await buildApi({
+        store: temporalStore(client),
+        log: createLogger({ name: 'e2e-api', level: 'warn' }),
+        auth: new TokenAuth([{ token: 'e2e-boot-reader-token-0123456789', role: 'read' }]),
+        taskQueue,
+      });
+      try {
+        const until = performance.now() + DISCOVERY_BOUND_MS;
+        let listed: { name: string; address: string; exitIp?: string } | undefined;
+        while (listed === undefined) {
+          const res = await app.inject({
+            url: `/v1/discovery?entry=${entry}`,
+            headers: { authorization: 'Bearer e2e-boot-reader-token-0123456789' },
+          });
+          assert.equal(res.statusCode, 200, res.body);
+          listed = res
+            .json<{ proxies: { name: string; address: string; exitIp?: string }[] }>()
+            .proxies.find((p) => p.name === exitProxyName);
+          if (listed !== undefined) break;
+          if (performance.now() > until)
+            assert.fail(`discovery did not list ${exitProxyName} within ${DISCOVERY_BOUND_MS} ms`);
+          await sleep(1000);
+        }
+        assert.equal(listed.address, `${st.ip}:${SQUID_PORT}`);
+        assert.equal(listed.exitIp, seen.at(-1), 'discovery shows the address the target saw');
+        say(`${exitProxyName}: discovery ${listed.address} exitIp ${listed.exitIp}; the target saw ${seen.join(', ')}`);
+      } finally {
+        await app.close();
+      }
+    } finally {
+      echo.closeAllConnections();
+      await new Promise<void>((resolve) => echo.close(() => resolve()));
+    }
   });
 
   async function consoleTail(): Promise<string> {
