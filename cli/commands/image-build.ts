@@ -43,21 +43,23 @@ export function providersSnippet(img: Pick<BuiltImage, 'key' | 'sha256'>, url: s
 
 export const imageBuild: Command = {
   name: 'image build',
-  usage: 'image build --out DIR [--url URL] [--cache DIR] [--rebuild]',
-  help: `egressctl image build --out DIR [--url URL] [--cache DIR] [--rebuild]
+  usage: 'image build --out DIR [--url URL] [--lock check|warn|update] [--cache DIR] [--rebuild]',
+  help: `egressctl image build --out DIR [--url URL] [--lock check|warn|update] [--cache DIR] [--rebuild]
   Builds the proxy image from the recipe in the source checkout (${IMAGE_RECIPE},
   docs/image.md): Debian 12 with Squid, cloud-init (NoCloud) and qemu-guest-agent, tuned to boot
   fast, with a locked package set. Needs root (debootstrap, loop devices) and the machine's apt
   mirror; takes a few minutes, or no time when the recipe's cached image exists (--cache, default
   /var/cache/egress-proxies/images; --rebuild ignores it). Writes proxy.qcow2, its .sha256 and
   proxy.packages into DIR and prints the digest and a providers-file snippet (--url: where you
-  will serve proxy.qcow2 from; default a placeholder). Progress goes to stderr. Exit 1 if the
-  build fails, 2 for bad options.`,
+  will serve proxy.qcow2 from; default a placeholder). --lock: check (default) refuses a package
+  set other than the recipe's packages.lock, warn prints the difference and builds, update
+  rewrites the lock. Progress goes to stderr. Exit 1 if the build fails, 2 for bad options.`,
   options: {
     out: { type: 'string' },
     url: { type: 'string' },
     cache: { type: 'string' },
     rebuild: { type: 'boolean' },
+    lock: { type: 'string' },
   },
   async run(ctx) {
     const out = str(ctx, 'out');
@@ -67,6 +69,10 @@ export const imageBuild: Command = {
       throw usage(
         `--url must be an http:// or https:// URL (where proxy.qcow2 will be served), got ${JSON.stringify(url)}`,
       );
+    }
+    const lock = str(ctx, 'lock') ?? 'check';
+    if (!['check', 'warn', 'update'].includes(lock)) {
+      throw usage(`--lock must be check, warn or update, got ${JSON.stringify(lock)}`);
     }
     const recipe = join(ROOT, IMAGE_RECIPE);
     if (!existsSync(recipe)) {
@@ -82,6 +88,7 @@ export const imageBuild: Command = {
     const built = await runRecipe(recipe, {
       ...process.env,
       CI: 'true',
+      EP_IMAGE_LOCK: lock,
       ...(cache ? { EP_E2E_IMAGE_CACHE: resolve(cache) } : {}),
       ...(ctx.values['rebuild'] === true ? { EP_E2E_IMAGE_REBUILD: '1' } : {}),
     });

@@ -111,7 +111,7 @@ describe('egressctl image build', () => {
     await assert.rejects(collect(built, join(tmp, 'out2')), /proxy\.qcow2\.sha256 holds no digest/);
   });
 
-  it('without --out, or with a --url that is not http(s), is a usage error (2) naming the option', async () => {
+  it('without --out, with a --url that is not http(s) or an unknown --lock, is a usage error (2) naming the option', async () => {
     await assert.rejects(imageBuild.run(ctx({})), (err: unknown) => {
       assert.ok(err instanceof CliError);
       assert.equal(err.code, EXIT.usage);
@@ -122,6 +122,12 @@ describe('egressctl image build', () => {
       assert.ok(err instanceof CliError);
       assert.equal(err.code, EXIT.usage);
       assert.match(err.message, /--url must be an http/);
+      return true;
+    });
+    await assert.rejects(imageBuild.run(ctx({ out: tmp, lock: 'loose' })), (err: unknown) => {
+      assert.ok(err instanceof CliError);
+      assert.equal(err.code, EXIT.usage);
+      assert.match(err.message, /--lock must be check, warn or update, got "loose"/);
       return true;
     });
   });
