@@ -26,6 +26,13 @@
  *   crash             the worker SIGKILLed while the VM boots; a new worker brings it to Healthy
  *                     with one domain
  *   state (H3)        Running, the same address and Healthy=True on every poll for a minute
+ *   steady state      p1 Healthy for 10 intervals adds no history event (describe's history length),
+ *                     while the monitor's heartbeat shows it probing
+ *   Squid stopped     systemctl stop squid in p1's guest (the guest agent's guest-exec, through virsh
+ *                     in the host): Healthy=False within unhealthyAfter x (interval + probe timeout)
+ *                     + 20 s, and the time from the failing probe that completed the hysteresis
+ *                     (Healthy.since) to the status query showing it
+ *   Squid started     systemctl start squid: Healthy=True again, the same address
  *   bystanders        an unmarked domain and one of another owner UID survive delete and an orphan
  *                     GC run (which deletes our own orphan)
  *   delete            domain, overlay and seed gone, base survives
@@ -65,6 +72,7 @@ import {
   proxyWorkflowId,
 } from '../../contracts/proxy.ts';
 import type { ProxyOutcome, ProxyStatus, SquidOverrides } from '../../contracts/proxy.ts';
+import { freshProxyStatus } from '../../client/health.ts';
 import { sleep, within } from '../support/bounded.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
 import type { WorkerProcess } from '../support/fleet.ts';
@@ -87,6 +95,17 @@ const privateName = `ep-private-${run}.test`; // the test network's DNS answers 
 const HOST = 'ep-h1';
 const VM = { vcpus: 1, memoryMiB: 512, diskGiB: 4 };
 const HEALTH_INTERVAL_MS = 2_000;
+const HEALTH = { probeTimeoutMs: 5_000, healthyAfter: 2, unhealthyAfter: 3 };
+/** How many intervals the steady-state check watches a Healthy proxy's history. */
+const STEADY_INTERVALS = 10;
+/** Squid stopped to Healthy False: `unhealthyAfter` probes, each at most an interval plus its timeout apart, and 20 s slack (workflow task, query, a loaded machine). */
+const UNHEALTHY_BOUND_MS = HEALTH.unhealthyAfter * (HEALTH_INTERVAL_MS + HEALTH.probeTimeoutMs) + 20_000;
+/** Squid started to Healthy True: `healthyAfter` probes likewise, and 30 s slack (Squid opening its port). */
+const HEALTHY_AGAIN_BOUND_MS = HEALTH.healthyAfter * (HEALTH_INTERVAL_MS + HEALTH.probeTimeoutMs) + 30_000;
+/** systemctl stop or start of Squid in the guest, through the guest agent. */
+const STOP_BOUND_MS = 60_000;
+/** How often the Squid-stopped check queries the status (the resolution of the lag it measures). */
+const QUERY_EVERY_MS = 100;
 const IMAGE_BOUND_MS = 10 * 60_000;
 const HEALTHY_BOUND_MS = 5 * 60_000;
 const H3_WINDOW_MS = 60_000;
@@ -207,6 +226,29 @@ describe('validation through the workflows: the issue table, measured', { timeou
       await sleep(500);
     }
   };
+  /**
+   * Queries the status every QUERY_EVERY_MS until Healthy is `want`: that status, when that query
+   * answered and when the one before it did (epoch ms; 0 if none): it became visible in between.
+   */
+  const untilHealth = async (
+    handle: WorkflowHandle,
+    want: 'True' | 'False',
+    boundMs: number,
+  ): Promise<{ st: ProxyStatus; seenAt: number; before: number; queries: number }> => {
+    const deadline = performance.now() + boundMs;
+    let last: ProxyStatus | undefined;
+    let before = 0; // when the last query that did not show it answered
+    for (let queries = 1; ; queries++) {
+      last = await within(handle.query<ProxyStatus>(PROXY_STATUS_QUERY), 20_000, 'status query');
+      const seenAt = Date.now();
+      if (last.conditions.Healthy.status === want) return { st: last, seenAt, before, queries };
+      before = seenAt;
+      if (last.state === 'Failed') assert.fail(`failed: ${JSON.stringify(last)}`);
+      if (performance.now() > deadline)
+        assert.fail(`Healthy not ${want} within ${boundMs} ms: ${JSON.stringify(last)}`);
+      await sleep(QUERY_EVERY_MS);
+    }
+  };
   const healthy = (s: ProxyStatus): boolean => s.state === 'Running' && s.conditions.Healthy.status === 'True';
   /** The worker process's established TCP connections to the host's sshd. */
   const workerSshConnections = async (): Promise<number> => {
@@ -245,30 +287,41 @@ describe('validation through the workflows: the issue table, measured', { timeou
     const status = how === 'connect' ? Number(m[2]) : Number(m[1]);
     return { status, headers: out.slice(0, out.indexOf('\r\n\r\n') + 1) };
   };
-  /** The guest's Squid access log, read through the guest agent (guest-exec). */
-  const guestAccessLog = async (domain: string): Promise<string[]> => {
-    const agent = async (cmd: unknown): Promise<Record<string, unknown>> =>
-      (
-        JSON.parse(await virsh('qemu-agent-command', domain, JSON.stringify(cmd), '--timeout', '20')) as {
-          return: Record<string, unknown>;
-        }
-      ).return;
-    const { pid } = await agent({
-      execute: 'guest-exec',
-      arguments: { path: '/usr/bin/tail', arg: ['-n', '300', '/var/log/squid/access.log'], 'capture-output': true },
-    });
-    for (let i = 0; i < 40; i++) {
-      const st = await agent({ execute: 'guest-exec-status', arguments: { pid } });
-      if (st['exited'] === true) {
-        return Buffer.from(typeof st['out-data'] === 'string' ? st['out-data'] : '', 'base64')
-          .toString('utf8')
-          .split('\n')
-          .filter((l) => l !== '');
+  /** One guest agent command to `domain`'s qemu-guest-agent (through virsh in the host). */
+  const agent = async (domain: string, cmd: unknown): Promise<Record<string, unknown>> =>
+    (
+      JSON.parse(await virsh('qemu-agent-command', domain, JSON.stringify(cmd), '--timeout', '20')) as {
+        return: Record<string, unknown>;
       }
+    ).return;
+  /** Runs `path args` in the guest through the guest agent (guest-exec); its exit code and stdout, within `boundMs`. */
+  const guestExec = async (
+    domain: string,
+    path: string,
+    args: string[],
+    boundMs = 10_000,
+  ): Promise<{ exitcode: number; out: string }> => {
+    const { pid } = await agent(domain, {
+      execute: 'guest-exec',
+      arguments: { path, arg: args, 'capture-output': true },
+    });
+    const deadline = performance.now() + boundMs;
+    for (;;) {
+      const st = await agent(domain, { execute: 'guest-exec-status', arguments: { pid } });
+      if (st['exited'] === true) {
+        const out = Buffer.from(typeof st['out-data'] === 'string' ? st['out-data'] : '', 'base64').toString('utf8');
+        return { exitcode: Number(st['exitcode'] ?? -1), out };
+      }
+      if (performance.now() > deadline)
+        assert.fail(`guest-exec of ${path} in ${domain} did not finish within ${boundMs} ms`);
       await sleep(250);
     }
-    assert.fail(`guest-exec of tail in ${domain} did not finish within 10 s`);
   };
+  /** The guest's Squid access log, read through the guest agent (guest-exec). */
+  const guestAccessLog = async (domain: string): Promise<string[]> =>
+    (await guestExec(domain, '/usr/bin/tail', ['-n', '300', '/var/log/squid/access.log'])).out
+      .split('\n')
+      .filter((l) => l !== '');
   /** Destinations the default policy refuses; `inside` only those that stay in the test host. */
   const reservedDestinations = (inside: boolean): [string, string][] => {
     const gw = host['networkGateway'] as string;
@@ -314,9 +367,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
       },
       health: {
         intervalMs: HEALTH_INTERVAL_MS,
-        probeTimeoutMs: 5_000,
-        healthyAfter: 2,
-        unhealthyAfter: 3,
+        ...HEALTH,
       },
       timeouts: { rpcMs: 60_000, downloadBodyIdleMs: 30_000, downloadTotalMs: 600_000, bootMs: 300_000 },
     });
@@ -736,6 +787,91 @@ describe('validation through the workflows: the issue table, measured', { timeou
     );
     assert.ok(ok, results.join(', '));
     assert.ok(would.length >= results.length && logged, log.join('\n'));
+  });
+
+  it('steady state and Squid stopped: p1 Healthy adds no history; its Squid stopped in the guest turns it Unhealthy, started again Healthy', async () => {
+    const handle = client.workflow.getHandle(proxyWorkflowId(entry, 'p1'));
+    const domain = `ep_${entry}_p1`;
+    await follow('p1', healthy, 60_000);
+    // Healthy for STEADY_INTERVALS intervals: the monitor keeps probing (its heartbeat's counters
+    // move) while the history does not grow.
+    const d0 = await handle.describe();
+    const f0 = await freshProxyStatus(handle);
+    await sleep(STEADY_INTERVALS * HEALTH_INTERVAL_MS);
+    const d1 = await handle.describe();
+    const f1 = await freshProxyStatus(handle);
+    const added = d1.historyLength - d0.historyLength;
+    const probed = f1.health.totalOk - f0.health.totalOk;
+    const steadyOk = d1.runId === d0.runId && added === 0 && probed > 0 && f1.conditions.Healthy.status === 'True';
+    row(
+      'steady state',
+      `p1 Healthy for ${STEADY_INTERVALS} intervals (${secs(STEADY_INTERVALS * HEALTH_INTERVAL_MS)}): history ` +
+        `${d0.historyLength} → ${d1.historyLength} events (+${added}); the monitor's heartbeat counted ${probed} more ` +
+        `passing probes (${f0.health.totalOk} → ${f1.health.totalOk})`,
+      steadyOk,
+    );
+    assert.equal(d1.runId, d0.runId, 'the same run (no continue-as-new in the window)');
+    assert.equal(added, 0, `a Healthy proxy added ${added} history events in ${STEADY_INTERVALS} intervals`);
+    assert.ok(probed > 0, `the monitor's heartbeat shows no new probe (${f0.health.totalOk} → ${f1.health.totalOk})`);
+
+    // Squid stopped through the guest agent: Healthy False within the bound, and how long after the
+    // failing probe that completed the hysteresis (Healthy.since) the status query showed it.
+    // The status is queried from before the stop (Squid closes its port at once and may take
+    // seconds to exit, so the hysteresis may complete while systemctl still waits).
+    const stopAt = Date.now();
+    let stoppedAt = 0;
+    const [stop, down] = await Promise.all([
+      guestExec(domain, '/usr/bin/systemctl', ['stop', 'squid'], STOP_BOUND_MS).then((r) => {
+        stoppedAt = Date.now();
+        return r;
+      }),
+      untilHealth(handle, 'False', STOP_BOUND_MS + UNHEALTHY_BOUND_MS),
+    ]);
+    assert.equal(stop.exitcode, 0, `systemctl stop squid in ${domain}: exit ${stop.exitcode} ${stop.out}`);
+    assert.ok(
+      down.seenAt - stoppedAt <= UNHEALTHY_BOUND_MS,
+      `Unhealthy ${down.seenAt - stoppedAt} ms after the stop, bound ${UNHEALTHY_BOUND_MS} ms`,
+    );
+    const since = Date.parse(down.st.conditions.Healthy.since);
+    const lag = down.seenAt - since;
+    const lagFrom = Math.max(0, down.before - since);
+    const d2 = await handle.describe();
+    const downOk =
+      down.st.state === 'Running' &&
+      down.st.conditions.Healthy.reason === 'ProbeFailed' &&
+      down.st.health.consecutiveFailed >= HEALTH.unhealthyAfter &&
+      down.before > 0 &&
+      lag >= 0 &&
+      since >= stopAt;
+    row(
+      'Squid stopped',
+      `systemctl stop squid in the guest (guest-exec): Healthy=False (${down.st.conditions.Healthy.reason}: ` +
+        `${down.st.conditions.Healthy.message ?? ''}) ${secs(down.seenAt - stopAt)} after the stop began (bound ` +
+        `${secs(UNHEALTHY_BOUND_MS)} from its end; systemctl took ${secs(stoppedAt - stopAt)}); the status query showed it ${lagFrom}-${lag} ms after the failing probe that completed ` +
+        `the hysteresis (between the query before and the one that showed it; ${down.queries} queries, one every ${QUERY_EVERY_MS} ms); +${d2.historyLength - d1.historyLength} ` +
+        'history events for the transition',
+      downOk,
+    );
+    timings.push(['p1 failing probe to Unhealthy', `${lagFrom}-${lag} ms (status query)`]);
+    assert.ok(downOk, JSON.stringify({ st: down.st, stoppedAt, seenAt: down.seenAt }));
+
+    // Squid started again: Healthy True within the bound.
+    const start = await guestExec(domain, '/usr/bin/systemctl', ['start', 'squid'], STOP_BOUND_MS);
+    assert.equal(start.exitcode, 0, `systemctl start squid in ${domain}: exit ${start.exitcode} ${start.out}`);
+    const startedAt = Date.now();
+    const up = await untilHealth(handle, 'True', HEALTHY_AGAIN_BOUND_MS);
+    const d3 = await handle.describe();
+    const upOk =
+      up.st.state === 'Running' && up.st.health.consecutiveOk >= HEALTH.healthyAfter && d3.runId === d0.runId;
+    row(
+      'Squid started',
+      `systemctl start squid: Healthy=True ${secs(up.seenAt - startedAt)} after the start (bound ` +
+        `${secs(HEALTHY_AGAIN_BOUND_MS)}), ${up.st.health.consecutiveOk} passing probes, the same address ${up.st.ip}; ` +
+        `+${d3.historyLength - d2.historyLength} history events for the transition`,
+      upOk && up.st.ip === f1.ip,
+    );
+    assert.ok(upOk, JSON.stringify(up.st));
+    assert.equal(up.st.ip, f1.ip, 'the same address after Squid restarted');
   });
 
   it('credentials: p3 (squid.auth) answers 407 without valid ones, 200 with them, never forwards them; allowDestinations opens exactly that', async () => {
