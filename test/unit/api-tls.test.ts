@@ -11,7 +11,7 @@ import https from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { ConnectionOptions, TLSSocket } from 'node:tls';
-import { Server as TlsServer } from 'node:tls';
+import { connect, Server as TlsServer } from 'node:tls';
 import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { TokenAuth } from '../../api/auth.ts';
@@ -156,7 +156,15 @@ describe('loadTlsFiles and buildApi over TLS', { timeout: 60_000 }, () => {
       const ca2 = ca ?? (await caPem());
       return new Promise((resolve, reject) => {
         const opts: https.RequestOptions & ConnectionOptions = {
-          ...{ host: '127.0.0.1', port, path, ca: ca2, ALPNProtocols: ['http/1.1'], agent: false, timeout: 10_000 },
+          ...{
+            host: '127.0.0.1',
+            port,
+            path,
+            ca: ca2,
+            ALPNProtocols: ['http/1.1'],
+            agent: false,
+            timeout: 10_000,
+          },
         };
         const req = https.get(opts, (res) => {
           const s = res.socket as TLSSocket;
@@ -176,6 +184,22 @@ describe('loadTlsFiles and buildApi over TLS', { timeout: 60_000 }, () => {
     it('answers HTTP/1.1 when the client offers only http/1.1', async () => {
       const r = await get11('/healthz');
       assert.deepEqual(r, { status: 200, alpn: 'http/1.1', serial: first.serial });
+    });
+
+    it('answers HTTP/1.1 to a client that offers no ALPN', async () => {
+      const ca = await caPem();
+      const answer = await new Promise<{ alpn: unknown; head: string }>((resolve, reject) => {
+        const sock = connect({ host: '127.0.0.1', port, ca, servername: 'localhost', timeout: 10_000 }, () =>
+          sock.end('GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n'),
+        );
+        let text = '';
+        sock.setEncoding('utf8');
+        sock.on('data', (d: string) => (text += d));
+        sock.on('end', () => resolve({ alpn: sock.alpnProtocol, head: text.split('\r\n')[0] ?? '' }));
+        sock.on('timeout', () => sock.destroy(new Error('timed out')));
+        sock.on('error', reject);
+      });
+      assert.deepEqual(answer, { alpn: false, head: 'HTTP/1.1 200 OK' });
     });
 
     it('answers HTTP/2, with the bearer-token check as over HTTP/1.1', async () => {
