@@ -38,7 +38,7 @@ export interface DiscoveredProxy {
   ageSeconds: number;
   /** When its Healthy condition last changed (absent in a pool's answer). */
   healthySince?: string;
-  /** The address destinations see through it (health.egressIpUrl; absent in a pool's answer). */
+  /** The address destinations see through it (health.egressIpUrl; in a pool's answer once its member status has it). */
   exitIp?: string;
 }
 
@@ -54,20 +54,26 @@ export interface PoolDiscovery {
 
 /**
  * What discovery hands out for a pool (contracts/pool.ts poolAddresses: available members with an
- * address), sorted by name, and a weak ETag over the list and the desired count: ageSeconds
- * grows by itself and is not part of it, so a client polling with If-None-Match gets a 304 until a
- * member enters or leaves discovery or the size changes.
+ * address, and their exitIp once the pool's member status has it), sorted by name, and a weak ETag
+ * over the list and the desired count: ageSeconds grows by itself and is not part of it (nor is
+ * exitIp), so a client polling with If-None-Match gets a 304 until a member enters or leaves
+ * discovery or the size changes.
  */
 export function poolDiscovery(st: PoolStatus): PoolDiscovery {
   const age = new Map(st.members.map((m) => [m.name, m.ageMs]));
+  const exit = new Map(st.members.map((m) => [m.name, m.exitIp]));
   const proxies = poolAddresses(st)
-    .map((m) => ({
-      address: m.address,
-      name: m.name,
-      entry: st.entry,
-      ...(m.host === undefined ? {} : { host: m.host }),
-      ageSeconds: Math.max(0, Math.floor((age.get(m.name) ?? 0) / 1000)),
-    }))
+    .map((m) => {
+      const exitIp = exit.get(m.name);
+      return {
+        address: m.address,
+        name: m.name,
+        entry: st.entry,
+        ...(m.host === undefined ? {} : { host: m.host }),
+        ageSeconds: Math.max(0, Math.floor((age.get(m.name) ?? 0) / 1000)),
+        ...(exitIp === undefined ? {} : { exitIp }),
+      };
+    })
     .sort((a, b) => a.name.localeCompare(b.name));
   const listed = proxies.map((p) => [p.name, p.address, p.host ?? '']);
   const hash = createHash('sha256')

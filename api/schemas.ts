@@ -383,7 +383,7 @@ export const routeSchemas = {
                 exitIp: {
                   type: 'string',
                   description:
-                    'the address destinations see through this proxy (health.egressIpUrl); absent in a pool answer',
+                    'the address destinations see through this proxy (health.egressIpUrl); absent until read',
                 },
               },
             },

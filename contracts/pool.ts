@@ -284,6 +284,8 @@ export interface MemberReport {
   healthSince: string;
   host?: string;
   ip?: string;
+  /** The address destinations see through it (its status's `exitIp`; reported by runs with the `member-exit-ip` marker). */
+  exitIp?: string;
   port: number;
   /** The role the member last applied (what its own status says; discovery reads it). */
   serving: boolean;
@@ -312,6 +314,8 @@ export interface PoolMemberStatus {
   available: boolean;
   host?: string;
   address?: string;
+  /** The address destinations see through it, from its report (docs/health.md#exit-ip). */
+  exitIp?: string;
   ageMs: number;
   createdAt: string;
   lastError?: string;

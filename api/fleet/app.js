@@ -345,10 +345,23 @@
         m.address || '',
         m.imageKey + ' (rev ' + m.revision + ')',
         m.lastError || '',
+        m.exitIp || '',
       ]);
       content = table(
         title + ': ' + rows.length,
-        ['Member', 'Host', 'Role', 'State', 'Health', 'In discovery', 'Age', 'Exit address', 'Image', 'Last error'],
+        [
+          'Member',
+          'Host',
+          'Role',
+          'State',
+          'Health',
+          'In discovery',
+          'Age',
+          'Address',
+          'Image',
+          'Last error',
+          'Exit IP',
+        ],
         rows,
         'No members.',
       );

@@ -14,12 +14,15 @@ import { describe, it } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
 import { freshProxyStatus } from '../../client/health.ts';
 import type { PlacedProxy } from '../../activities/proxy.ts';
+import type { MemberReport } from '../../contracts/pool.ts';
 import type { ProbeOutcome, ProxyStatus } from '../../contracts/proxy.ts';
-import { pollUntil } from '../support/temporal.ts';
+import { REPORT_SINK_WORKFLOW_TYPE, sinkReportsQuery } from '../support/report-sink-workflow.ts';
+import { memberFileEnv } from '../support/member-env.ts';
+import { pollUntil, uniqueId } from '../support/temporal.ts';
 import {
+  ENTRY,
   events,
   Fakes,
-  fileEnv,
   monitorStep,
   monitorWaiting,
   resolvedProxy,
@@ -32,7 +35,8 @@ import {
   withWorker,
 } from '../support/workflow-harness.ts';
 
-const e = fileEnv();
+// The report sink (a stand-in pool) is in the bundle: one case is a pool member's.
+const e = memberFileEnv();
 const opts = { timeout: TEST_TIMEOUT_MS };
 const OK: ProbeOutcome = { ok: true, latencyMs: 12 };
 const REFUSED: ProbeOutcome = { ok: false, code: 'PROBE_REFUSED', message: 'squid is still starting' };
@@ -58,9 +62,9 @@ async function monitors(h: WorkflowHandle): Promise<number> {
   ).length;
 }
 
-async function running(f: Fakes, tq: string, started: WorkflowHandle[]) {
+async function running(f: Fakes, tq: string, started: WorkflowHandle[], extra = {}) {
   f.taskQueue = tq;
-  const p = await startProxy(e, tq, started, { healthLoop: 'monitor' });
+  const p = await startProxy(e, tq, started, { healthLoop: 'monitor', ...extra });
   await statusWhen(p.handle, (s) => s.state === 'Running', 'Running');
   await monitorWaiting(f, 0, 'the first health poll');
   return p.handle;
@@ -175,6 +179,47 @@ describe('exit IP on the monitor loop', () => {
           { timeoutMs: WAIT_MS, what: 'the current details with the new exit IP' },
         );
         assert.match(meta.currentDetails ?? '', /Healthy True/);
+      },
+      started,
+    );
+  });
+
+  it('a pool member reports its exit IP to its pool, once per address', opts, async () => {
+    const f = new Fakes(e);
+    f.resolve = (spec) =>
+      resolvedProxy(spec, { health: { egressIpUrl: 'http://198.51.100.7/ip', egressIpIntervalMs: 1 } });
+    let exitIp = '203.0.113.9';
+    f.probe = (input: PlacedProxy & { ip: string; readExitIp?: boolean }) =>
+      input.readExitIp === true ? { ...OK, exitIp } : OK;
+    const started: WorkflowHandle[] = [];
+    await withWorker(
+      e,
+      f.activities(),
+      async (tq) => {
+        const pool = await e.env.client.workflow.start(REPORT_SINK_WORKFLOW_TYPE, {
+          taskQueue: tq,
+          workflowId: `pool/${ENTRY}/${uniqueId('sink').toLowerCase()}`,
+          args: [],
+        });
+        started.push(pool);
+        const reports = (): Promise<MemberReport[]> => pool.query(sinkReportsQuery);
+        const h = await running(f, tq, started, { pool: { workflowId: pool.workflowId, serving: true } });
+        await monitorStep(e, f, h, 'Healthy, the first read');
+        const first = await pollUntil(
+          async () => ((await reports()).some((r) => r.exitIp === exitIp) ? reports() : undefined),
+          { timeoutMs: WAIT_MS, what: 'a report with the exit IP' },
+        );
+        assert.equal(first.at(-1)!.exitIp, '203.0.113.9');
+        assert.equal(first.at(-1)!.health, 'True');
+        for (let i = 0; i < 3; i++) await monitorStep(e, f, h, `steady ${i + 1}`);
+        exitIp = '198.51.100.44';
+        await monitorStep(e, f, h, 'the exit IP changes');
+        const after = await pollUntil(
+          async () => ((await reports()).some((r) => r.exitIp === exitIp) ? reports() : undefined),
+          { timeoutMs: WAIT_MS, what: 'a report with the new exit IP' },
+        );
+        const withExit = after.filter((r) => r.exitIp !== undefined).map((r) => r.exitIp);
+        assert.deepEqual(withExit, ['203.0.113.9', '198.51.100.44'], 'one report per address');
       },
       started,
     );

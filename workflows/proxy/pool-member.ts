@@ -8,8 +8,16 @@ import type { MemberReport } from '../../contracts/pool.ts';
 import type { ProxyStatus } from '../../contracts/proxy.ts';
 import type { ProxyRun } from './state.ts';
 
-/** The summary a member sends its pool (`hostUnreachableSince`: see host-reach.ts). */
-export function memberReport(st: ProxyStatus, at: string, hostUnreachableSince?: string): MemberReport {
+/**
+ * The summary a member sends its pool (`hostUnreachableSince`: see host-reach.ts; `withExitIp`:
+ * the run reports its exit IP, a change of it included).
+ */
+export function memberReport(
+  st: ProxyStatus,
+  at: string,
+  hostUnreachableSince?: string,
+  withExitIp = false,
+): MemberReport {
   const r: MemberReport = {
     name: st.name,
     state: st.state,
@@ -21,6 +29,7 @@ export function memberReport(st: ProxyStatus, at: string, hostUnreachableSince?:
   };
   if (st.host !== undefined) r.host = st.host;
   if (st.ip !== undefined) r.ip = st.ip;
+  if (withExitIp && st.exitIp !== undefined) r.exitIp = st.exitIp;
   if (st.lastError !== undefined) r.lastError = `${st.lastError.code}: ${st.lastError.message}`;
   if (hostUnreachableSince !== undefined) r.hostUnreachableSince = hostUnreachableSince;
   return r;
@@ -43,10 +52,13 @@ export function reportToPool(run: ProxyRun, at: string): void {
   if (pool === undefined) return;
   // Runs recorded before members reported their host's silence send the reports they sent then.
   const since = run.hostUnreachableSince;
+  // Runs recorded before members reported their exit IP send reports without it (one more
+  // signal per exit-IP change otherwise); asked only once there is one to send.
   const report = memberReport(
     run.status,
     at,
     since !== undefined && patched('member-host-unreachable') ? since : undefined,
+    run.status.exitIp !== undefined && patched('member-exit-ip'),
   );
   const key = reportKey(report);
   if (key === run.reported) return;
