@@ -237,10 +237,11 @@ export function setupTracing(log: Logger, o: TracingOptions = {}): Tracing {
     .merge(envDetectorSync.detect())
     .merge(new Resource({ 'service.name': settings.serviceName }));
   const processors = [o.processor ?? new SimpleSpanProcessor(new PinoSpanExporter(log))];
+  let exporter: WarnOnceExporter | undefined;
   if (settings.url !== undefined) {
     // Headers, timeout and compression: OTEL_EXPORTER_OTLP_(TRACES_)HEADERS/TIMEOUT/COMPRESSION,
     // read by the exporter; queue and batch sizes: OTEL_BSP_*, read by the batch processor.
-    const exporter = new WarnOnceExporter(new OTLPTraceExporter({ url: settings.url }), log, settings.url);
+    exporter = new WarnOnceExporter(new OTLPTraceExporter({ url: settings.url }), log, settings.url);
     processors.push(new BatchSpanProcessor(exporter));
     log.info({ endpoint: settings.url, serviceName: settings.serviceName }, 'traces exported over OTLP');
   }
@@ -261,6 +262,8 @@ export function setupTracing(log: Logger, o: TracingOptions = {}): Tracing {
       clearTimeout(timer);
       if (done === 'late')
         log.warn({ endpoint: settings.url, waitedMs: SHUTDOWN_FLUSH_MS }, 'trace flush at shutdown cut short');
+      if (exporter && exporter.dropped > 0)
+        log.info({ endpoint: settings.url, droppedSpans: exporter.dropped }, 'spans dropped by failed trace exports');
     },
   };
 }
