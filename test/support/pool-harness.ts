@@ -18,6 +18,8 @@ import { proxyWorkflowId } from '../../contracts/proxy.ts';
 import type { PoolWorkflowInput, poolWorkflow } from '../../workflows/pool/index.ts';
 import type { MemberPatch, StandInInput, StandInView } from './pool-member-workflow.ts';
 import { STAND_IN_WORKFLOW_TYPE, standInPlaySignal, standInViewQuery } from './pool-member-workflow.ts';
+import { createLogger } from '../../lib/log/logger.ts';
+import { setupTracing } from '../../runtime/telemetry.ts';
 import { installTestRuntime, pollUntil, withTimeout } from './temporal.ts';
 import { ENTRY, Env, uniqueName, WAIT_MS } from './workflow-harness.ts';
 
@@ -34,8 +36,13 @@ export class PoolEnv extends Env {
     installTestRuntime();
     const quiet = () => undefined;
     const logger = { log: quiet, trace: quiet, debug: quiet, info: quiet, warn: quiet, error: quiet };
+    // As workers/worker.ts runs them: with the tracing plugin's workflow interceptors, which are
+    // part of the workflow code (they change when a coroutine's continuation runs, so a history
+    // recorded without them need not replay with them: test/unit/replay.test.ts replays with them).
+    const tracing = setupTracing(createLogger({ name: 'test', level: 'warn', stream: 'stderr' }));
+    this.plugins = [tracing.plugin];
     this.poolBundle = await withTimeout(
-      bundleWorkflowCode({ workflowsPath: POOL_WORKFLOWS_PATH, logger }),
+      bundleWorkflowCode({ workflowsPath: POOL_WORKFLOWS_PATH, logger, plugins: [tracing.plugin] }),
       60_000,
       'bundle the pool test workflows',
     );

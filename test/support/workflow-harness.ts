@@ -13,7 +13,7 @@ import { WorkflowFailedError } from '@temporalio/client';
 import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
-import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { WorkerOptions, WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { toFailure } from '../../activities/errors.ts';
 import type { Activities } from '../../activities/index.ts';
 import { InsufficientCapacity } from '../../lib/kvm2/errors.ts';
@@ -84,6 +84,8 @@ type HistoryEvent = NonNullable<Awaited<ReturnType<WorkflowHandle['fetchHistory'
  * `env.sleep` runs at wall speed; a fresh server per test (about a second) rules that out.
  */
 export class Env {
+  /** Worker plugins the test worker runs with (the bundle must have been built with the same). */
+  plugins: WorkerOptions['plugins'];
   private loaded: WorkflowBundleWithSourceMap | undefined;
   private current: TestWorkflowEnvironment | undefined;
   get bundle(): WorkflowBundleWithSourceMap {
@@ -176,6 +178,7 @@ export async function withWorker<T>(
       taskQueue,
       workflowBundle: e.bundle,
       activities,
+      plugins: e.plugins,
       // Cancellation reaches an activity only through a heartbeat's response: send them at once.
       defaultHeartbeatThrottleInterval: 50,
       maxHeartbeatThrottleInterval: 100,

@@ -515,6 +515,44 @@ describe('pool workflow', () => {
     });
   });
 
+  it('at most startWindow member starts are in flight; the others start as slots free', opts, async () => {
+    const f = new PoolFakes(e);
+    let inFlight = 0;
+    let most = 0;
+    let releaseAll: () => void = () => undefined;
+    const held = new Promise<void>((r) => {
+      releaseAll = r;
+    });
+    // Every start waits until released; a start counts from its call to its end.
+    f.holdStart = () => {
+      inFlight++;
+      most = Math.max(most, inFlight);
+      return held.finally(() => inFlight--);
+    };
+    await withPool(f, async (tq, started) => {
+      const h = await startPool(e, tq, started, testPoolSpec({ size: 5 }), { startWindow: 2 });
+      try {
+        await pollUntil(() => Promise.resolve(f.starts().length >= 2 ? true : undefined), {
+          timeoutMs: WAIT_MS,
+          what: 'two starts called',
+        });
+        // Long enough for a pool without a window to have called all five.
+        await new Promise((r) => setTimeout(r, 1_500));
+        assert.equal(f.starts().length, 2, 'only the two starts of the window were called');
+        const s = await poolStatus(h);
+        assert.equal(s.members.length, 5, 'all five members are planned');
+      } finally {
+        releaseAll();
+      }
+      await poolWhen(h, readyAt(5), 'Ready once every start went through the window');
+      assert.equal(f.starts().length, 5);
+      assert.ok(most <= 2, `at most 2 starts in flight, saw ${most}`);
+      await h.executeUpdate(poolDeleteUpdate);
+      assert.equal((await h.result()).phase, 'Deleted');
+      await record(h, 'pool-start-window');
+    });
+  });
+
   it('a member that leaves while its start is in flight is deleted only after the start', opts, async () => {
     const f = new PoolFakes(e);
     const release = holdThirdStart(f);

@@ -29,13 +29,15 @@ const POOL_KEY = defineSearchAttributeKey(SA_PROXY_POOL, SearchAttributeType.KEY
  * Applies the reconciler's actions: starts and deletes through activities, roles by signal.
  * Returns true when a start failed (the member is marked Failed: the next pass replaces it).
  * With `background`, starts are handed to it instead of awaited (each settles to whether it
- * failed), so a pass ends without waiting for its members' starts.
+ * failed), so a pass ends without waiting for its members' starts. With `gate` (the start window),
+ * a start is launched through it (at once or from a later pass) and frees its slot once settled.
  */
 export async function apply(
   state: PoolState,
   actions: PoolAction[],
   input: { ownerUid?: string },
   background?: (start: Promise<boolean>) => void,
+  gate?: { launch(go: () => void): void; release(): void },
 ): Promise<boolean> {
   const { spec } = state;
   const poolId = workflowInfo().workflowId;
@@ -88,6 +90,7 @@ export async function apply(
       };
       return true;
     } finally {
+      gate?.release();
       if (m !== undefined) delete m.starting;
     }
   };
@@ -110,7 +113,12 @@ export async function apply(
         return false;
       }
       if (background === undefined) return start(a);
-      background(start(a));
+      if (gate === undefined) background(start(a));
+      else {
+        const m = state.members.find((x) => x.name === a.name);
+        if (m !== undefined) m.starting = true; // waiting for a slot counts as starting
+        gate.launch(() => background(start(a)));
+      }
       return false;
     }),
   );

@@ -44,6 +44,15 @@ export const POOL_HOSTS_PATCH = 'pool-host-maintenance';
  * serving signals of members that came up are not held back by a large batch of starts.
  */
 export const POOL_BACKGROUND_STARTS_PATCH = 'pool-background-starts';
+/**
+ * At most `startWindow` member starts in flight; the others wait in the workflow for a slot. A
+ * scale-up of 1,000 that scheduled 1,000 activities at once made the pool's mutable state carry
+ * 1,000 pending activities, rewritten by the server on every member's report: its tasks stalled
+ * for minutes (docs/benchmarks.md, "N = 1,000").
+ */
+export const POOL_START_WINDOW_PATCH = 'pool-start-window';
+/** Member starts in flight at once, unless the input says otherwise. */
+export const POOL_START_WINDOW = 50;
 
 export interface PoolWorkflowInput {
   spec: PoolSpec;
@@ -51,6 +60,8 @@ export interface PoolWorkflowInput {
   ownerUid?: string;
   /** Continue-as-new after this many passes of the reconciler (default 500, or when the server suggests it). */
   continueAsNewAfterPasses?: number;
+  /** Member starts in flight at once (default POOL_START_WINDOW). */
+  startWindow?: number;
   /** Set by the previous run on continue-as-new; clients leave it unset. */
   carried?: PoolState;
 }
@@ -154,6 +165,28 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
       poke(); // a failed start is replaced, a member left while starting may now be deleted
     });
   };
+  // The start window: a start goes ahead while a slot is free and waits in `queued` otherwise; a
+  // settled start frees its slot and pokes the loop, whose next pass starts the oldest waiting
+  // ones. Every start is launched from the loop's own pass, so the order of its commands never
+  // depends on which of two resumed coroutines runs first.
+  let startSlots = Math.max(1, input.startWindow ?? POOL_START_WINDOW);
+  const queued: (() => void)[] = [];
+  const drainQueued = (): void => {
+    while (startSlots > 0 && queued.length > 0) {
+      startSlots--;
+      queued.shift()!();
+    }
+  };
+  const window = {
+    launch: (go: () => void): void => {
+      queued.push(go);
+      drainQueued();
+    },
+    release: (): void => {
+      startSlots++;
+      poke();
+    },
+  };
   let published = '';
   let nextAuditMs = Date.now() + AUDIT_INTERVAL_MS;
   for (;;) {
@@ -162,12 +195,18 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
     const plan = reconcile(state, Date.now(), () => nextRandom(state), { hostFailure: patched(POOL_HOSTS_PATCH) });
     published = publishPool(state, published);
     const inBackground = patched(POOL_BACKGROUND_STARTS_PATCH) ? background : undefined;
-    if (await apply(state, plan.actions, input, inBackground)) poke();
+    const gate = inBackground !== undefined && patched(POOL_START_WINDOW_PATCH) ? window : undefined;
+    if (gate !== undefined) drainQueued(); // waiting starts, into the slots freed since the last pass
+    if (await apply(state, plan.actions, input, inBackground, gate)) poke();
     if (state.deleting && state.members.length === 0) break;
 
     const limit = input.continueAsNewAfterPasses ?? 500;
     if (passes >= limit || workflowInfo().continueAsNewSuggested) {
-      await condition(() => starting.size === 0);
+      // Waiting starts go out as slots free (each settled start frees one) before the state is carried.
+      while (queued.length > 0 || starting.size > 0) {
+        drainQueued();
+        await condition(() => starting.size === 0 || (startSlots > 0 && queued.length > 0));
+      }
       await condition(allHandlersFinished);
       await continueAsNew<typeof poolWorkflow>({ ...input, carried: state });
     }

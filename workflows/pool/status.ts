@@ -79,6 +79,7 @@ export function poolStatus(state: PoolState, nowMs: number): PoolStatus {
     if (m.condemned !== undefined) out.condemned = m.condemned;
     if (r?.host !== undefined) out.host = r.host;
     if (r?.ip !== undefined) out.address = `${r.ip}:${r.port}`;
+    if (r?.exitIp !== undefined) out.exitIp = r.exitIp;
     if (r?.lastError !== undefined) out.lastError = r.lastError;
     if (r?.hostUnreachableSince !== undefined) out.hostUnreachableSince = r.hostUnreachableSince;
     return out;
