@@ -1,17 +1,14 @@
 /**
  * Worker Versioning on a real server: two builds of the worker (runtime/versioning.ts's options,
- * build IDs b1 and b2 of one Worker Deployment) on one task queue, the bundle with each workflow's
- * behavior set (workflows/versioning.ts). Runs started while b1 is current: a catalog run (long-
- * lived: auto-upgrade) and a smoke run on a timer (short: pinned). Once b2 is made current, the
+ * build IDs b1 and b2 of one Worker Deployment) on one task queue, the worker's bundle (each
+ * workflow's behavior set by workflows/versioning.ts). Runs started while b1 is current: a
+ * catalog run (long-lived: auto-upgrade) and a smoke run on a timer (short: pinned). Once b2 is made current, the
  * catalog run's next task is b2's, and the smoke run finishes on b1.
  *
  * The dev server by default (`scripts/temporal up`); the cluster mode with
  * `eval "$(scripts/temporal cluster env)"` (its mTLS settings are read from the environment).
  */
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, symlink, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@temporalio/client';
 import { Worker, bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
@@ -22,7 +19,6 @@ import { SMOKE_WORKFLOW_TYPE } from '../../contracts/smoke.ts';
 import { workerVersioning } from '../../runtime/versioning.ts';
 import type { catalogWorkflow, smokeWorkflow } from '../../workflows/index.ts';
 import {
-  PROJECT_ROOT,
   WORKFLOWS_PATH,
   connectClient,
   connectWorker,
@@ -45,7 +41,6 @@ const credentials = {
 
 describe(`Worker Versioning (${settings.address})`, () => {
   let client: Client;
-  let dir: string;
   let code: string;
   const stops: (() => Promise<void>)[] = [];
   const taskQueue = uniqueId('versioning-tq');
@@ -54,21 +49,12 @@ describe(`Worker Versioning (${settings.address})`, () => {
 
   before(async () => {
     client = await connectClient(settings.address, settings.namespace, credentials);
-    dir = await mkdtemp(join(tmpdir(), 'ep-versioning-'));
-    // The worker's entry with each workflow's behavior set, as workflows/index.ts imports it.
-    const entry = join(dir, 'index.ts');
-    await writeFile(
-      entry,
-      `export * from ${JSON.stringify(WORKFLOWS_PATH)};\nimport ${JSON.stringify(join(PROJECT_ROOT, 'workflows/versioning.ts'))};\n`,
-    );
-    await symlink(join(PROJECT_ROOT, 'node_modules'), join(dir, 'node_modules'));
-    ({ code } = await bundleWorkflowCode({ workflowsPath: entry, logger: new DefaultLogger('WARN') }));
+    ({ code } = await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: new DefaultLogger('WARN') }));
   });
 
   after(async () => {
     for (const stop of stops.reverse()) await stop().catch(() => undefined);
     await client?.connection.close();
-    if (dir) await rm(dir, { recursive: true, force: true });
   });
 
   /** A worker of build `buildId`, polling until `stops` runs. */
