@@ -8,5 +8,3 @@ export { warmImageWorkflow } from './warm.ts';
 export { catalogWorkflow } from './catalog.ts';
 export { poolWorkflow } from './pool/index.ts';
 export { hostWorkflow } from './host.ts';
-// Each workflow's Worker Versioning behavior (auto-upgrade or pinned), set on its definition.
-import './versioning.ts';
