@@ -3,29 +3,12 @@
 // closed within the window, newest first, at most `limit`) and their histories, each call under
 // its own deadline. Replaying them against a workflow bundle is runtime/replay.ts's part.
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { CATALOG_WORKFLOW_TYPE } from '../contracts/catalog.ts';
-import { GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../contracts/fleet.ts';
-import { HOST_WORKFLOW_TYPE } from '../contracts/host.ts';
-import { IMAGE_WORKFLOW_TYPE } from '../contracts/image.ts';
-import { POOL_WORKFLOW_TYPE } from '../contracts/pool.ts';
-import { PROXY_WORKFLOW_TYPE } from '../contracts/proxy.ts';
-import { SMOKE_WORKFLOW_TYPE } from '../contracts/smoke.ts';
-import { WARM_WORKFLOW_TYPE } from '../contracts/warm.ts';
+import { WORKFLOW_VERSIONING } from '../contracts/versioning.ts';
 import { withDeadline } from './connection.ts';
 import { visibilityLiteral } from './store.ts';
 
-/** Every workflow type the worker registers (workflows/index.ts; test/unit/replay-check.test.ts keeps the two equal). */
-export const PROJECT_WORKFLOW_TYPES = [
-  PROXY_WORKFLOW_TYPE,
-  POOL_WORKFLOW_TYPE,
-  HOST_WORKFLOW_TYPE,
-  IMAGE_WORKFLOW_TYPE,
-  WARM_WORKFLOW_TYPE,
-  CATALOG_WORKFLOW_TYPE,
-  GC_WORKFLOW_TYPE,
-  HEALTH_WORKFLOW_TYPE,
-  SMOKE_WORKFLOW_TYPE,
-] as const;
+/** Every workflow type the worker registers (contracts/versioning.ts names each; test/unit/replay-check.test.ts checks them against workflows/index.ts). */
+export const PROJECT_WORKFLOW_TYPES: readonly string[] = Object.keys(WORKFLOW_VERSIONING);
 
 export interface ReplaySelection {
   /** Runs started or closed at or after this instant are checked (and every open run). */

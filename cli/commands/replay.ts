@@ -72,7 +72,7 @@ ${TEMPORAL_CONNECTION_HELP}`,
     ]);
     const types = (ctx.values['type'] as string[] | undefined) ?? [...client.PROJECT_WORKFLOW_TYPES];
     for (const t of types) {
-      if (!(client.PROJECT_WORKFLOW_TYPES as readonly string[]).includes(t)) {
+      if (!client.PROJECT_WORKFLOW_TYPES.includes(t)) {
         throw usage(
           `--type ${JSON.stringify(t)} is not a workflow type of this worker: one of ${client.PROJECT_WORKFLOW_TYPES.join(', ')}`,
         );
