@@ -12,15 +12,28 @@
  * The hourly checkpoint of the monitor (continue-as-new) falls outside a short window: its cost is
  * measured once on a proxy that checkpoints after 3 polls and added to the monitor's rate.
  *
+ * The worker's memory growth over a phase is split (bench/lib/memory.ts) into the main thread's
+ * heap (the activities: every monitor), the workflow thread's heap (the cached workflows) and
+ * native memory (the SDK's core, V8's code, malloc).
+ *
  *   node bench/steady-state.ts [--n 100] [--window-s 60] [--interval-ms 15000] [--runs 2] [--loops poll,monitor]
+ *                              [--max-cached-workflows N|all] [--port 7391]
+ *
+ * --max-cached-workflows: the bench worker's workflow cache; default the worker's
+ * (runtime/workflow-cache.ts, DEFAULT_MAX_CACHED_WORKFLOWS), `all` every proxy of a phase (as the
+ * SDK's own default, sized from the heap, does up to about 2,400 workflows).
  */
+import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { proxyStatusQuery } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
+import { SA_PROXY_HEALTHY } from '../contracts/search-attributes.ts';
 import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
 import { benchWorker, cpuSeconds, installQuietRuntime, rssMiB, startDevServer } from './lib/dev-server.ts';
+import { workflowCacheOptions } from '../runtime/workflow-cache.ts';
 import { hostDouble } from './lib/host-double.ts';
+import { memorySample, perItemKiB } from './lib/memory.ts';
 import { sleep } from './lib/run.ts';
 import { fmtRange, median, spread } from './lib/stats.ts';
 
@@ -32,6 +45,7 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '2' },
     loops: { type: 'string', default: 'poll,monitor' },
     port: { type: 'string', default: '7391' },
+    'max-cached-workflows': { type: 'string' },
   },
 });
 const N = Number(values.n);
@@ -40,6 +54,11 @@ const INTERVAL_MS = Number(values['interval-ms']);
 const RUNS = Number(values.runs);
 const LOOPS = values.loops.split(',') as ('poll' | 'monitor')[];
 const PORT = Number(values.port);
+const CACHE = values['max-cached-workflows'];
+/** The SDK's default workflow tasks at once (the worker's --max-workflow-tasks is 40 too). */
+const WORKFLOW_TASKS = 40;
+/** `--max-cached-workflows all`: every proxy of a phase cached, as the SDK's heap-sized default does up to about 2,400. */
+const ALL = Math.max(1000, 2 * N + 50);
 const ENTRY = 'bench';
 const TQ = 'steady-state';
 
@@ -60,15 +79,35 @@ async function sample(hs: WorkflowHandle[]): Promise<Sample> {
   return { events, transitions };
 }
 
-async function allHealthy(hs: WorkflowHandle[], what: string): Promise<void> {
-  const deadline = Date.now() + 10 * INTERVAL_MS + 120_000;
-  let pending = hs;
-  while (pending.length > 0) {
-    if (Date.now() > deadline)
-      throw new Error(`${pending.length} of ${hs.length} proxies (${what}) not Healthy in time`);
-    const st = await Promise.all(pending.map((h) => h.query(proxyStatusQuery).catch(() => undefined)));
-    pending = pending.filter((_, i) => st[i]?.conditions.Healthy.status !== 'True');
-    if (pending.length > 0) await sleep(1_000);
+/**
+ * Waits until every proxy of the phase is Healthy, counted through visibility (the ProxyHealthy
+ * search attribute; earlier phases' proxies are terminated): N status queries a second would each
+ * replay a workflow the cache no longer holds. On time out, the states of those not Healthy.
+ */
+async function allHealthy(client: Client, hs: WorkflowHandle[], what: string): Promise<void> {
+  // Starting N proxies takes their creation activities and workflow tasks first: up to 1 s each more on a loaded machine.
+  const deadline = Date.now() + 10 * INTERVAL_MS + 120_000 + 1_000 * hs.length;
+  const query = `WorkflowType = '${PROXY_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND ${SA_PROXY_HEALTHY} = true`;
+  for (;;) {
+    // A loaded dev server sometimes fails a count (even as "namespace not found"): try again.
+    const count = await client.workflow.count(query).then(
+      (c) => c.count,
+      () => 0,
+    );
+    if (count >= hs.length) return;
+    if (Date.now() > deadline) {
+      const st = await Promise.all(hs.map((h) => h.query(proxyStatusQuery).catch(() => undefined)));
+      const seen: Record<string, number> = {};
+      for (const s of st) {
+        if (s?.conditions.Healthy.status === 'True') continue;
+        const k = s === undefined ? 'no answer' : `${s.state}${s.reason ? ` (${s.reason})` : ''}`;
+        seen[k] = (seen[k] ?? 0) + 1;
+      }
+      throw new Error(
+        `${hs.length - count} of ${hs.length} proxies (${what}) not Healthy in time: ${JSON.stringify(seen)}`,
+      );
+    }
+    await sleep(2_000);
   }
 }
 
@@ -81,10 +120,14 @@ interface Row {
   serverRss: number;
   workerRss: number;
   workerRssPerProxyKiB: number;
+  /** The growth split (bench/lib/memory.ts): main-thread heap, workflow-thread heap, native. */
+  mainHeapPerProxyKiB: number;
+  threadHeapPerProxyKiB: number;
+  nativePerProxyKiB: number;
 }
 
 async function phase(client: Client, serverPid: number, loop: 'poll' | 'monitor', run: number): Promise<Row> {
-  const rss0 = rssMiB('self');
+  const m0 = memorySample();
   const hs: WorkflowHandle[] = [];
   for (let i = 0; i < N; i += 50) {
     const batch = Array.from({ length: Math.min(50, N - i) }, (_, k) => {
@@ -102,12 +145,14 @@ async function phase(client: Client, serverPid: number, loop: 'poll' | 'monitor'
     });
     hs.push(...(await Promise.all(batch)));
   }
-  await allHealthy(hs, loop);
+  await allHealthy(client, hs, loop);
   await sleep(2_000);
   const s0 = await sample(hs);
   const c0 = { server: cpuSeconds(serverPid), worker: process.cpuUsage() };
   await sleep(WINDOW_MS);
   const c1 = { server: cpuSeconds(serverPid), worker: process.cpuUsage(c0.worker) };
+  const m1 = memorySample();
+  const grown = perItemKiB(m0, m1, N);
   const s1 = await sample(hs);
   const hours = WINDOW_MS / 3_600_000;
   const min = WINDOW_MS / 60_000;
@@ -118,8 +163,11 @@ async function phase(client: Client, serverPid: number, loop: 'poll' | 'monitor'
     serverCpuPerMin: (c1.server - c0.server) / min,
     workerCpuPerMin: (c1.worker.user + c1.worker.system) / 1e6 / min,
     serverRss: rssMiB(serverPid),
-    workerRss: rssMiB('self'),
-    workerRssPerProxyKiB: ((rssMiB('self') - rss0) * 1024) / N,
+    workerRss: m1.rssMiB,
+    workerRssPerProxyKiB: grown.rssMiB,
+    mainHeapPerProxyKiB: grown.mainHeapMiB,
+    threadHeapPerProxyKiB: grown.threadHeapMiB,
+    nativePerProxyKiB: grown.nativeMiB,
   };
   for (let i = 0; i < hs.length; i += 50) {
     await Promise.all(hs.slice(i, i + 50).map((h) => h.terminate('bench phase over').catch(() => undefined)));
@@ -146,7 +194,19 @@ async function checkpointEvents(client: Client): Promise<number> {
   const deadline = Date.now() + 6 * INTERVAL_MS + 60_000;
   const cur = client.workflow.getHandle(h.workflowId);
   while ((await cur.describe()).runId === first) {
-    if (Date.now() > deadline) throw new Error('the checkpoint proxy did not continue as new in time');
+    if (Date.now() > deadline) {
+      const d = await cur.describe();
+      const pending = (d.raw.pendingActivities ?? []).map(
+        (a) => `${a.activityType?.name} attempt ${a.attempt}: ${a.lastFailure?.message ?? 'no failure'}`,
+      );
+      const history = (await cur.fetchHistory()).events ?? [];
+      const failed = history.findLast((e) => e.workflowTaskFailedEventAttributes != null);
+      const events = history.slice(-6).map((e) => String(e.eventType));
+      if (failed) events.push(`workflow task failed: ${failed.workflowTaskFailedEventAttributes?.failure?.message}`);
+      throw new Error(
+        `the checkpoint proxy did not continue as new in time: ${d.status.name}, pending [${pending.join('; ')}], last events ${events.join(', ')}`,
+      );
+    }
     await sleep(500);
   }
   await sleep(2_000);
@@ -161,6 +221,9 @@ async function checkpointEvents(client: Client): Promise<number> {
 async function main(): Promise<void> {
   console.log(
     `steady-state: N=${N} proxies per loop, interval ${INTERVAL_MS} ms, window ${WINDOW_MS / 1000} s, ${RUNS} alternating runs\n` +
+      `workflow cache (maxCachedWorkflows) ${CACHE === 'all' ? `${ALL} (every proxy)` : workflowCacheOptions(CACHE, WORKFLOW_TASKS).maxCachedWorkflows}; load average ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}\n` +
       'HOSTS AND GUESTS ARE SIMULATED (an in-process host double answers reads and probes); the server is a dev server of its own (SQLite)',
   );
   installQuietRuntime();
@@ -168,7 +231,10 @@ async function main(): Promise<void> {
   try {
     const { connection, client, worker } = await benchWorker(PORT, TQ, () => hostDouble(ENTRY, INTERVAL_MS), {
       activities: Math.max(200, 2 * N + 50),
-      workflows: Math.max(1000, 2 * N + 50),
+      workflows:
+        CACHE === 'all'
+          ? { maxCachedWorkflows: ALL, maxConcurrentWorkflowTaskExecutions: WORKFLOW_TASKS }
+          : workflowCacheOptions(CACHE, WORKFLOW_TASKS),
     });
     const rows: Row[] = [];
     let checkpoint = 0;
@@ -201,6 +267,23 @@ async function main(): Promise<void> {
         `| ${loop} | ${f('eventsPerHour', 0, add)} | ${f('transitionsPerHour', 0)} | ${f('serverCpuPerMin', 2)} | ${f('workerCpuPerMin', 2)} | ${f('serverRss', 0)} | ${f('workerRss', 0)} | ${f('workerRssPerProxyKiB', 0)} |`,
       );
     }
+    console.log(
+      '\nworker growth per proxy, split (KiB): RSS = main-thread heap used + workflow-thread heap used + native + the heaps free committed pages\n',
+    );
+    console.log('| loop | RSS | main-thread heap (activities) | workflow-thread heap (cached workflows) | native |');
+    console.log('|---|---|---|---|---|');
+    for (const loop of LOOPS) {
+      const rs = rows.filter((r) => r.loop === loop);
+      const f = (k: keyof Row) => fmtRange(spread(rs.map((r) => r[k] as number)), 0);
+      console.log(
+        `| ${loop} | ${f('workerRssPerProxyKiB')} | ${f('mainHeapPerProxyKiB')} | ${f('threadHeapPerProxyKiB')} | ${f('nativePerProxyKiB')} |`,
+      );
+    }
+    console.log(
+      `\nload average at the end: ${loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')}`,
+    );
     const mon = rows.filter((r) => r.loop === 'monitor');
     if (mon.length > 0) {
       const ev = median(mon.map((r) => r.eventsPerHour)) + checkpoint;

@@ -88,19 +88,24 @@ export interface BenchWorker {
 
 /**
  * A client of the dev server on `port` (the project's search attributes registered) and a worker
- * of every project workflow on `taskQueue` with the activities `activities(client)` builds.
+ * of every project workflow on `taskQueue` with the activities `activities(client)` builds (its
+ * workflow cache as given: steady-state.ts sizes it as runtime/workflow-cache.ts sizes the worker's).
  */
 export async function benchWorker(
   port: number,
   taskQueue: string,
   activities: (client: Client) => object,
-  caps: { activities: number; workflows: number },
+  caps: {
+    activities: number;
+    /** The cache size alone, or runtime/workflow-cache.ts's `workflowCacheOptions`. */
+    workflows: number | { maxCachedWorkflows: number; maxConcurrentWorkflowTaskExecutions: number };
+  },
 ): Promise<BenchWorker> {
   const address = `127.0.0.1:${port}`;
   const connection = await Connection.connect({ address });
   await ensureSearchAttributes(connection, 'default');
   const client = new Client({ connection, namespace: 'default' });
-  const bundle = await bundleWorkflowCode({ workflowsPath: join(ROOT, 'workflows/index.ts'), logger: QUIET });
+  const bundle = await bundleWorkflowCode({ workflowsPath: join(ROOT, 'bench/lib/workflows.ts'), logger: QUIET });
   const worker = await Worker.create({
     connection: await NativeConnection.connect({ address }),
     namespace: 'default',
@@ -108,7 +113,7 @@ export async function benchWorker(
     workflowBundle: bundle,
     activities: activities(client),
     maxConcurrentActivityTaskExecutions: caps.activities,
-    maxCachedWorkflows: caps.workflows,
+    ...(typeof caps.workflows === 'number' ? { maxCachedWorkflows: caps.workflows } : caps.workflows),
   });
   return { connection, client, worker };
 }
