@@ -1,7 +1,7 @@
-// Worker process: runs the project's workflows and activities on the main task queue.
+// Worker process: runs the project's workflows and activities on the main task queue, and pools on theirs.
 //
 //   node workers/worker.ts [--providers FILE] [--task-queue NAME] [--max-activities N]
-//                          [--max-workflow-tasks N] [--shutdown-grace-ms MS] [--no-schedules]
+//                          [--max-workflow-tasks N] [--max-cached-workflows N] [--shutdown-grace-ms MS] [--no-schedules]
 //                          [--workflow-bundle-cache DIR|off] [--metrics-listen HOST:PORT]
 //                          [--allow-removed-hosts]
 //
@@ -18,6 +18,7 @@ import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE } from '../client/
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
 import { orExit, parseArgsOrExit, wholeNumber } from '../runtime/options.ts';
 import { defaultBundleCacheDir } from '../runtime/workflow-bundle.ts';
+import { workflowCacheOptions } from '../runtime/workflow-cache.ts';
 import {
   TEMPORAL_CONNECTION_HELP,
   TEMPORAL_CONNECTION_OPTIONS,
@@ -35,6 +36,8 @@ Options:
                             polled by the same worker
   --max-activities N        activities run at once (default 100)
   --max-workflow-tasks N    workflow tasks run at once (default 40)
+  --max-cached-workflows N  workflows kept in memory between their tasks (default 250; at least
+                            --max-workflow-tasks): a Healthy proxy has no task between transitions
   --shutdown-grace-ms MS    on SIGTERM, how long activities in flight may finish (default 10000)
   --no-schedules            do not create or update the orphan-GC and provider-health schedules
   --allow-removed-hosts     start even when open proxies of this task queue live on a host (or
@@ -61,6 +64,7 @@ const { values } = parseArgsOrExit(
       'task-queue': { type: 'string', default: settings.taskQueue },
       'max-activities': { type: 'string', default: '100' },
       'max-workflow-tasks': { type: 'string', default: '40' },
+      'max-cached-workflows': { type: 'string' },
       'shutdown-grace-ms': { type: 'string', default: '10000' },
       'no-schedules': { type: 'boolean', default: false },
       'allow-removed-hosts': { type: 'boolean', default: false },
@@ -82,6 +86,7 @@ if (values.help) {
 const temporal = orExit(() => temporalSettingsFromOptions(values));
 const maxActivities = orExit(() => wholeNumber('max-activities', values['max-activities']));
 const maxWorkflowTasks = orExit(() => wholeNumber('max-workflow-tasks', values['max-workflow-tasks']));
+const workflowCache = orExit(() => workflowCacheOptions(values['max-cached-workflows'], maxWorkflowTasks));
 const shutdownGraceMs = orExit(() => wholeNumber('shutdown-grace-ms', values['shutdown-grace-ms']));
 const listen = values['metrics-listen'];
 const listenMatch = listen === undefined ? undefined : /^(.+):(\d{1,5})$/.exec(listen);
@@ -239,7 +244,7 @@ try {
     activities: createActivities({ registry, client, taskQueue, metrics }),
     plugins: [tracing.plugin],
     maxConcurrentActivityTaskExecutions: maxActivities,
-    maxConcurrentWorkflowTaskExecutions: maxWorkflowTasks,
+    ...workflowCache,
     shutdownGraceTime: shutdownGraceMs,
     shutdownForceTime: shutdownGraceMs + 5_000,
   });

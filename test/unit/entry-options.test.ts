@@ -36,6 +36,7 @@ const CASES: { bin: string; help: RegExp; bad: [string[], RegExp][] }[] = [
     bad: [
       [['--max-activities', 'x'], /--max-activities must be a positive whole number/],
       [['--metrics-listen', 'nope'], /--metrics-listen must be HOST:PORT/],
+      [['--max-cached-workflows', '10'], /--max-cached-workflows \(10\) must be at least --max-workflow-tasks \(40\)/],
     ],
   },
   {
