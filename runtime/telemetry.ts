@@ -258,7 +258,12 @@ export function setupTracing(log: Logger, o: TracingOptions = {}): Tracing {
         timer = setTimeout(() => resolve('late'), SHUTDOWN_FLUSH_MS);
         timer.unref();
       });
-      const done = await Promise.race([provider.shutdown().then(() => 'done' as const), late]);
+      // A last batch the receiver refused is already counted and warned about: not an error here.
+      const flushed = provider.shutdown().then(
+        () => 'done' as const,
+        () => 'failed' as const,
+      );
+      const done = await Promise.race([flushed, late]);
       clearTimeout(timer);
       if (done === 'late')
         log.warn({ endpoint: settings.url, waitedMs: SHUTDOWN_FLUSH_MS }, 'trace flush at shutdown cut short');
