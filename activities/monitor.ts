@@ -8,7 +8,7 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { FailureDetails } from '../contracts/errors.ts';
 import { CODES } from '../contracts/errors.ts';
-import { foldProbe, foldReading, monitorVerdict, probeAddress } from '../contracts/health.ts';
+import { foldProbe, foldReading, monitorVerdict, pollWaitMs, probeAddress } from '../contracts/health.ts';
 import type { MonitorDetails, MonitorInput, MonitorResult, MonitorState } from '../contracts/health.ts';
 import { exitIpChange, exitIpDue } from '../contracts/exit-ip.ts';
 import type { ProbeOutcome, ProxyError, VmReading } from '../contracts/proxy.ts';
@@ -70,7 +70,7 @@ export async function runMonitor(input: MonitorInput & { waitFirst?: boolean }, 
     if (verdict !== undefined)
       return folded.lost === undefined ? { reason: verdict, state } : { reason: verdict, state, vmState: folded.lost };
     io.heartbeat({ state });
-    await io.wait(h.intervalMs);
+    await io.wait(pollWaitMs(state.status, h));
   }
 }
 

@@ -32,6 +32,21 @@ export function setCondition(
 /** The reason of `Healthy=Unknown` while a VM boots (workflows/proxy/status.ts markBooting). */
 export const BOOTING = 'Booting';
 
+/** How often a booting proxy is polled and probed (at most; never slower than its interval). */
+export const BOOT_POLL_MS = 1_000;
+
+/**
+ * The wait before the monitor's next poll: the health interval, or BOOT_POLL_MS while the proxy
+ * boots (Healthy Unknown, Booting), so its first passing probes follow Squid's start within about
+ * a second instead of up to `healthyAfter` intervals (15 s each by default).
+ */
+export function pollWaitMs(st: ProxyStatus, h: { intervalMs: number }): number {
+  const healthy = st.conditions.Healthy;
+  return healthy.status === 'Unknown' && healthy.reason === BOOTING
+    ? Math.min(h.intervalMs, BOOT_POLL_MS)
+    : h.intervalMs;
+}
+
 /**
  * Whether a failing probe at `at` leaves `Healthy` Unknown (Booting): no probe has passed since the
  * VM started (`since` of the Booting condition) and its `bootMs` has not run out.

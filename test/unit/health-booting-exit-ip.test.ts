@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { applyExitIp, exitIpChange, exitIpDue, exitIpDueAgain } from '../../contracts/exit-ip.ts';
-import { applyProbe, foldProbe, monitorVerdict } from '../../contracts/health.ts';
+import { applyProbe, BOOT_POLL_MS, foldProbe, monitorVerdict, pollWaitMs } from '../../contracts/health.ts';
 import type { MonitorState } from '../../contracts/health.ts';
 import type { ProbeOutcome, ProxyStatus, ResolvedProxy } from '../../contracts/proxy.ts';
 import {
@@ -64,6 +64,17 @@ describe('Healthy=Unknown (Booting)', () => {
     assert.equal(st.conditions.Healthy.status, 'True');
     for (let i = 0; i < 3; i++) st = applyProbe(st, FAIL, H, at(20 + i), BOOT_MS);
     assert.equal(st.conditions.Healthy.status, 'False', 'no longer booting: three failures are False');
+  });
+
+  it('a booting proxy is polled every BOOT_POLL_MS; once Healthy or failed, every interval', () => {
+    let st = markBooting(running(), T0);
+    assert.equal(pollWaitMs(st, H), BOOT_POLL_MS, 'booting: the fast poll');
+    assert.equal(pollWaitMs(st, { intervalMs: 500 }), 500, 'never slower than the interval');
+    st = applyProbe(st, FAIL, H, at(1), BOOT_MS);
+    assert.equal(pollWaitMs(st, H), BOOT_POLL_MS, 'a failure while booting keeps the fast poll');
+    st = applyProbe(applyProbe(st, OK, H, at(2), BOOT_MS), OK, H, at(3), BOOT_MS);
+    assert.equal(pollWaitMs(st, H), H.intervalMs, 'Healthy: the interval');
+    assert.equal(pollWaitMs(running(), H), H.intervalMs, 'not booting (NotProbed, or a run before the rule)');
   });
 
   it('at the boot deadline failing probes make it False (ProbeFailed)', () => {
