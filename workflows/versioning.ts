@@ -1,8 +1,9 @@
 // Each workflow's Worker Versioning behavior (contracts/versioning.ts) set on its definition, as
 // the SDK reads it when a versioned worker (runtime/versioning.ts) completes the run's tasks: the
 // long-lived runs auto-upgrade to the deployment's current build, the short ones stay pinned to
-// the build that started them. Imported for this effect by workflows/index.ts. An unversioned
-// worker ignores it; it adds no command, so every recorded history still replays.
+// the build that started them. Imported for this effect by workflows/versioned.ts, the entry a
+// versioned worker bundles; never by workflows/index.ts: the server refuses the completions of an
+// unversioned worker that carry a behavior. It adds no command: every recorded history replays.
 import { setWorkflowOptions } from '@temporalio/workflow';
 import { WORKFLOW_VERSIONING } from '../contracts/versioning.ts';
 import { catalogWorkflow } from './catalog.ts';
