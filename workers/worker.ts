@@ -168,6 +168,8 @@ try {
 const { address, namespace } = temporal;
 const taskQueue = values['task-queue'];
 
+// Bad OTEL_* values are refused (exit 2, naming the variable) before anything connects.
+const tracing = orExit(() => setupTracing(log.child({ component: 'otel' })));
 log.info({ address, namespace, taskQueue, providers: values.providers }, 'worker connecting');
 let connection: NativeConnection;
 let client: Client;
@@ -184,7 +186,6 @@ try {
 let metricsServer: Server | undefined;
 const metrics = listenMatch ? createWorkerMetrics() : undefined;
 const registry = new HostRegistry(config, log.child({ component: 'ssh' }), metrics);
-const tracing = setupTracing(log.child({ component: 'otel' }));
 let catalogPublisher: { stop(): Promise<void> } | undefined;
 
 try {
