@@ -19,6 +19,7 @@ import { TASK_QUEUE } from '../contracts/task-queues.ts';
 import { orExit, parseArgsOrExit, wholeNumber } from '../runtime/options.ts';
 import { defaultBundleCacheDir } from '../runtime/workflow-bundle.ts';
 import { workflowCacheOptions } from '../runtime/workflow-cache.ts';
+import { VERSIONING_HELP, VERSIONING_OPTIONS, workerVersioning } from '../runtime/versioning.ts';
 import {
   TEMPORAL_CONNECTION_HELP,
   TEMPORAL_CONNECTION_OPTIONS,
@@ -49,6 +50,7 @@ Options:
   --metrics-listen HOST:PORT  serve Prometheus metrics at http://HOST:PORT/metrics (libvirt RPC
                             latency by procedure, link deaths, probe latency, upload bytes); off
                             unless given (e.g. 127.0.0.1:9464; port 0 picks one, logged)
+${VERSIONING_HELP}
 ${TEMPORAL_CONNECTION_HELP}
   -h, --help                this text
 
@@ -73,6 +75,7 @@ const { values } = parseArgsOrExit(
         type: 'string',
         default: process.env['EP_WORKFLOW_BUNDLE_CACHE'] || defaultBundleCacheDir(),
       },
+      ...VERSIONING_OPTIONS,
       ...TEMPORAL_CONNECTION_OPTIONS,
       help: { type: 'boolean', short: 'h', default: false },
     },
@@ -88,6 +91,10 @@ const maxActivities = orExit(() => wholeNumber('max-activities', values['max-act
 const maxWorkflowTasks = orExit(() => wholeNumber('max-workflow-tasks', values['max-workflow-tasks']));
 const workflowCache = orExit(() => workflowCacheOptions(values['max-cached-workflows'], maxWorkflowTasks));
 const shutdownGraceMs = orExit(() => wholeNumber('shutdown-grace-ms', values['shutdown-grace-ms']));
+// Worker Versioning (docs/temporal.md, "Upgrading workers"): checked now, the build ID defaulting
+// to the workflow bundle's hash once it is known. A versioned worker bundles the entry that sets
+// each workflow's versioning behavior; an unversioned one must not (the server refuses it).
+const versioned = orExit(() => workerVersioning(values, process.env, 'unset')) !== undefined;
 const listen = values['metrics-listen'];
 const listenMatch = listen === undefined ? undefined : /^(.+):(\d{1,5})$/.exec(listen);
 if (listen !== undefined && (!listenMatch || Number(listenMatch[2]) > 65535)) {
@@ -138,7 +145,7 @@ const [
 ]);
 
 /** The workflow bundle's entry; runtime/workflow-bundle.ts bundles it (or finds it bundled). */
-const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+const WORKFLOWS_PATH = fileURLToPath(new URL(`../workflows/${versioned ? 'versioned' : 'index'}.ts`, import.meta.url));
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 const level = logLevelFromEnv();
@@ -237,6 +244,7 @@ try {
     cacheDir: bundleCache === 'off' ? undefined : bundleCache,
     log: log.child({ component: 'bundle' }),
   });
+  const versioning = workerVersioning(values, process.env, bundle.key);
   const workers = await createWorkerSet({
     connection,
     namespace,
@@ -246,6 +254,7 @@ try {
     plugins: [tracing.plugin],
     maxConcurrentActivityTaskExecutions: maxActivities,
     ...workflowCache,
+    ...(versioning ? { workerDeploymentOptions: versioning } : {}),
     shutdownGraceTime: shutdownGraceMs,
     shutdownForceTime: shutdownGraceMs + 5_000,
   });
@@ -255,6 +264,7 @@ try {
       namespace,
       taskQueue,
       poolTaskQueue: workers.pools.options.taskQueue,
+      ...(versioning ? { version: versioning.version } : {}),
       hosts: config.providers.flatMap((p) => p.hosts.map((h) => `${p.name}/${h.name}`)),
     },
     'worker running',
