@@ -17,10 +17,10 @@ import { PROXY_WORKFLOW_TYPE } from './proxy.ts';
 import { SMOKE_WORKFLOW_TYPE } from './smoke.ts';
 import { WARM_WORKFLOW_TYPE } from './warm.ts';
 
-export type WorkflowVersioningBehavior = 'AUTO_UPGRADE' | 'PINNED';
+import type { WorkflowVersioningBehavior } from './versioning-behavior.ts';
 
-/** The behavior a versioned worker gives a type without its own (the long-lived ones' and the safe one). */
-export const DEFAULT_VERSIONING_BEHAVIOR: WorkflowVersioningBehavior = 'AUTO_UPGRADE';
+export { DEFAULT_VERSIONING_BEHAVIOR } from './versioning-behavior.ts';
+export type { WorkflowVersioningBehavior } from './versioning-behavior.ts';
 
 /** Every workflow type's behavior (test/unit/versioning.test.ts: one per exported workflow). */
 export const WORKFLOW_VERSIONING: Readonly<Record<string, WorkflowVersioningBehavior>> = {

@@ -5,8 +5,8 @@
 // pool, host and catalog runs; the short ones are pinned by their workflow definitions). Neither
 // given: an unversioned worker, as before. A flag wins over its variable.
 import type { ParseArgsConfig } from 'node:util';
-import { DEFAULT_VERSIONING_BEHAVIOR } from '../contracts/versioning.ts';
-import type { WorkflowVersioningBehavior } from '../contracts/versioning.ts';
+import { DEFAULT_VERSIONING_BEHAVIOR } from '../contracts/versioning-behavior.ts';
+import type { WorkflowVersioningBehavior } from '../contracts/versioning-behavior.ts';
 import { OptionError } from './options.ts';
 
 /** The options to spread into the worker's parseArgs `options` (no defaults: unset means "from the environment"). */
