@@ -445,8 +445,21 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
       // Through the host's NAT, the target sees the host's own address.
       assert.equal(st.exitIp, host.address);
       assert.ok(st.health.exitIpAt, 'the time of the read');
-      const logged = worker.lines.find((l) => l.includes('exit IP recorded'));
-      assert.ok(logged, 'the worker logged the exit IP');
+      // The line is written before the monitor returns, but reaches this process through the
+      // worker's stdout, which may be read after the status query's answer: wait for it, bounded.
+      let logged: string | undefined;
+      for (let i = 0; i < 100 && logged === undefined; i++) {
+        logged = worker.lines.find((l) => l.includes('exit IP recorded'));
+        if (logged === undefined) await sleep(100);
+      }
+      assert.ok(
+        logged,
+        `the worker logged the exit IP (within 10 s of the status showing it); its lines with "exit": ` +
+          worker.lines
+            .filter((l) => /exit/i.test(l))
+            .slice(-5)
+            .join('\n'),
+      );
       assert.ok(logged.includes(host.address), logged);
       assert.ok(
         ![...healths].some((h) => h.startsWith('False')),
