@@ -30,7 +30,6 @@
 import { loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { bundleWorkflowCode, NativeConnection, Worker } from '@temporalio/worker';
 import type { StartMemberInput } from '../activities/pool.ts';
 import { createPoolActivities } from '../activities/pool.ts';
 import { requestProxyDelete } from '../client/proxies.ts';
@@ -39,10 +38,9 @@ import type { PoolSpec, PoolStatus } from '../contracts/pool.ts';
 import { POOL_WORKFLOW_TYPE, poolAddresses, poolWorkflowId } from '../contracts/pool.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import { poolTaskQueue } from '../contracts/task-queues.ts';
-import { POOL_WORKFLOW_TASKS } from '../runtime/worker-set.ts';
 import type { PoolWorkflowInput } from '../workflows/pool/index.ts';
 import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
-import { benchWorker, cpuSeconds, installQuietRuntime, QUIET, rssMiB, startDevServer } from './lib/dev-server.ts';
+import { benchWorker, cpuSeconds, installQuietRuntime, rssMiB, startDevServer } from './lib/dev-server.ts';
 import { hostDouble } from './lib/host-double.ts';
 import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, median, ratio, spread } from './lib/stats.ts';
@@ -77,7 +75,6 @@ const PHASE_TIMEOUT_MS = Number(values['phase-timeout-s']) * 1000;
 const PORT = Number(values.port);
 const SURGE = Math.ceil(N / 10);
 const ENTRY = 'bench';
-const WORKFLOWS_PATH = new URL('../workflows/index.ts', import.meta.url).pathname;
 const TQ = 'pool-bench';
 /** Where the bench's pools run: their own queue (as the worker runs them) or, to compare, the members'. */
 const POOL_TQ = values['shared-queue'] ? TQ : poolTaskQueue(TQ);
@@ -458,13 +455,17 @@ async function main(): Promise<void> {
   installQuietRuntime();
   const server = await startDevServer(PORT, 'pool-bench');
   try {
-    let activities: object = {};
-    const { connection, client, worker } = await benchWorker(
+    const {
+      connection,
+      client,
+      worker,
+      pools: poolsWorker,
+    } = await benchWorker(
       PORT,
       TQ,
       (c: Client) => {
         const pool = createPoolActivities(c, TQ);
-        return (activities = {
+        return {
           ...hostDouble(ENTRY, INTERVAL_MS),
           ...pool,
           startPoolMember: async (input: StartMemberInput) => {
@@ -472,21 +473,11 @@ async function main(): Promise<void> {
             memberStarts.push(performance.now());
             return out;
           },
-        });
+        };
       },
-      { activities: 2 * N + 100, workflows: 2 * N + 100 },
+      // The pools' own worker, as runtime/worker-set.ts runs it beside the main one (few task slots).
+      { activities: 2 * N + 100, workflows: 2 * N + 100, pools: !values['shared-queue'] },
     );
-    // The pools' own worker, as runtime/worker-set.ts runs it beside the main one (few task slots).
-    const poolsWorker = values['shared-queue']
-      ? undefined
-      : await Worker.create({
-          connection: await NativeConnection.connect({ address: `127.0.0.1:${PORT}` }),
-          namespace: 'default',
-          taskQueue: POOL_TQ,
-          workflowBundle: await bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: QUIET }),
-          activities,
-          maxConcurrentWorkflowTaskExecutions: POOL_WORKFLOW_TASKS,
-        });
     const pools: PoolRow[] = [];
     const manuals: ManualRow[] = [];
     let ck: CheckpointRow | undefined;

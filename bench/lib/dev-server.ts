@@ -17,6 +17,7 @@ import {
   Worker,
 } from '@temporalio/worker';
 import { ensureSearchAttributes } from '../../client/search-attributes.ts';
+import { createWorkerSet } from '../../runtime/worker-set.ts';
 import { sleep } from './run.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
@@ -84,6 +85,8 @@ export interface BenchWorker {
   connection: Connection;
   client: Client;
   worker: Worker;
+  /** With `caps.pools`: the pools' worker beside it (runtime/worker-set.ts), one bundle for both. */
+  pools?: Worker;
 }
 
 /**
@@ -99,14 +102,16 @@ export async function benchWorker(
     activities: number;
     /** The cache size alone, or runtime/workflow-cache.ts's `workflowCacheOptions`. */
     workflows: number | { maxCachedWorkflows: number; maxConcurrentWorkflowTaskExecutions: number };
+    /** Also poll the pools' task queue, as a worker process does. */
+    pools?: boolean;
   },
 ): Promise<BenchWorker> {
   const address = `127.0.0.1:${port}`;
   const connection = await Connection.connect({ address });
   await ensureSearchAttributes(connection, 'default');
   const client = new Client({ connection, namespace: 'default' });
-  const bundle = await bundleWorkflowCode({ workflowsPath: join(ROOT, 'bench/lib/workflows.ts'), logger: QUIET });
-  const worker = await Worker.create({
+  const bundle = await bundleWorkflowCode({ workflowsPath: join(ROOT, 'workflows/index.ts'), logger: QUIET });
+  const options = {
     connection: await NativeConnection.connect({ address }),
     namespace: 'default',
     taskQueue,
@@ -114,6 +119,10 @@ export async function benchWorker(
     activities: activities(client),
     maxConcurrentActivityTaskExecutions: caps.activities,
     ...(typeof caps.workflows === 'number' ? { maxCachedWorkflows: caps.workflows } : caps.workflows),
-  });
-  return { connection, client, worker };
+  };
+  if (caps.pools === true) {
+    const set = await createWorkerSet(options);
+    return { connection, client, worker: set.main, pools: set.pools };
+  }
+  return { connection, client, worker: await Worker.create(options) };
 }
