@@ -19,6 +19,24 @@ export interface ApiTarget {
   base: URL;
   token: string | undefined;
   timeoutMs: number;
+  /** The PEM of --cacert: the only CAs trusted for an https API when given (as curl's --cacert). */
+  ca?: string;
+  /** The file --cacert named, for messages. */
+  caFile?: string;
+}
+
+/** Reads --cacert's PEM file; a file that is unreadable or holds no certificate is a usage error. */
+export async function readCa(file: string): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (err) {
+    throw new CliError(EXIT.usage, `cannot read --cacert ${file}: ${(err as Error).message}`);
+  }
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) {
+    throw new CliError(EXIT.usage, `--cacert ${file} holds no PEM certificate (-----BEGIN CERTIFICATE-----)`);
+  }
+  return text;
 }
 
 /** Reads the first token of a token file (the API's format: `TOKEN [role]` lines, `#` comments). */
@@ -58,10 +76,12 @@ export async function api<T>(
   const headers: Record<string, string> = {};
   if (t.token !== undefined) headers['authorization'] = `Bearer ${t.token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
-  const { request } = await import('undici'); // loaded by the first call, not by `--help`
+  const { request, Agent } = await import('undici'); // loaded by the first call, not by `--help`
+  const dispatcher = t.ca === undefined ? undefined : new Agent({ connect: { ca: t.ca } });
   let res;
   try {
     res = await request(url, {
+      dispatcher,
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
@@ -70,13 +90,15 @@ export async function api<T>(
       signal: AbortSignal.timeout(t.timeoutMs),
     });
   } catch (err) {
-    const hint = tlsHint(err, t.base);
+    const hint = tlsHint(err, t.base, t.caFile);
+    await dispatcher?.close();
     throw new CliError(
       EXIT.unavailable,
       `the API at ${t.base.origin} did not answer: ${(err as Error).message}${hint === undefined ? '' : `; ${hint}`}`,
     );
   }
   const text = await res.body.text();
+  await dispatcher?.close();
   let parsed: unknown;
   try {
     parsed = text === '' ? undefined : JSON.parse(text);
@@ -100,18 +122,19 @@ const UNTRUSTED = new Set([
 
 /**
  * What to do about a TLS failure talking to an https API, or undefined for any other failure.
- * egressctl trusts the system's CAs plus those of NODE_EXTRA_CA_CERTS (a PEM file, read by Node at
- * start): the way to trust an API's own CA.
+ * egressctl trusts the CAs of --cacert when given, else the system's plus those of
+ * NODE_EXTRA_CA_CERTS (a PEM file, read by Node at start).
  */
-export function tlsHint(err: unknown, base: URL): string | undefined {
+export function tlsHint(err: unknown, base: URL, caFile?: string): string | undefined {
   if (base.protocol !== 'https:') return undefined;
   const code = (err as { code?: unknown } | undefined)?.code;
   if (typeof code !== 'string') return undefined;
   if (UNTRUSTED.has(code)) {
+    if (caFile !== undefined) return `the API's certificate is not signed by a CA in --cacert ${caFile}`;
     const given = process.env['NODE_EXTRA_CA_CERTS'];
     return given
       ? `the API's certificate is not signed by a CA in NODE_EXTRA_CA_CERTS (${given}) or the system's`
-      : "the API's certificate is not signed by a CA this machine trusts: set NODE_EXTRA_CA_CERTS to the CA's PEM file";
+      : "the API's certificate is not signed by a CA this machine trusts: pass the CA's PEM file with --cacert (or NODE_EXTRA_CA_CERTS)";
   }
   if (code === 'ERR_TLS_CERT_ALTNAME_INVALID') {
     return `the API's certificate does not name ${base.hostname}: use an --api address the certificate names`;

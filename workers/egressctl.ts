@@ -9,13 +9,14 @@ import type { ParseArgsConfig } from 'node:util';
 import { findCommand, GLOBAL_HELP, TOP_HELP } from '../cli/commands/index.ts';
 import type { Command, Context, OptionValues } from '../cli/command.ts';
 import { usage } from '../cli/command.ts';
-import { CliError, EXIT, readToken } from '../cli/http.ts';
+import { CliError, EXIT, readCa, readToken } from '../cli/http.ts';
 import type { ApiTarget } from '../cli/http.ts';
 import { OptionError, optionalWholeNumber } from '../runtime/options.ts';
 
 const globalOptions = {
   api: { type: 'string' },
   'token-file': { type: 'string' },
+  cacert: { type: 'string' },
   output: { type: 'string' },
   'timeout-ms': { type: 'string' },
   help: { type: 'boolean', short: 'h' },
@@ -23,12 +24,19 @@ const globalOptions = {
 
 const out = (s: string): void => void process.stdout.write(s + '\n');
 
-/** The API target of --api and --token-file. */
+/** The API target of --api, --token-file and --cacert. */
 async function apiTarget(v: OptionValues, timeoutMs: number): Promise<ApiTarget> {
   const tokenFile = (v['token-file'] as string | undefined) ?? process.env['EGRESSCTL_TOKEN_FILE'];
+  const caFile = (v['cacert'] as string | undefined) ?? process.env['EGRESSCTL_CACERT'];
   const apiUrl = (v['api'] as string | undefined) ?? process.env['EGRESSCTL_API'] ?? 'http://127.0.0.1:8080';
   if (!URL.canParse(apiUrl)) throw usage(`--api must be a URL such as http://127.0.0.1:8080, got ${apiUrl}`);
-  return { base: new URL(apiUrl), token: tokenFile === undefined ? undefined : await readToken(tokenFile), timeoutMs };
+  const target: ApiTarget = {
+    base: new URL(apiUrl),
+    token: tokenFile === undefined ? undefined : await readToken(tokenFile),
+    timeoutMs,
+  };
+  if (caFile !== undefined) Object.assign(target, { ca: await readCa(caFile), caFile });
+  return target;
 }
 
 /** Strict parse of the command's and the global options; an unknown one is a usage error, then `after`. */

@@ -67,11 +67,13 @@ export function findCommand(words: readonly string[]): Command | undefined {
 export const GLOBAL_HELP = `Global options:
   --api URL            the API (default $EGRESSCTL_API or http://127.0.0.1:8080)
   --token-file FILE    bearer token file (default $EGRESSCTL_TOKEN_FILE); its first token is sent
+  --cacert FILE        PEM file of the CAs trusted for an https API, in place of the system's
+                       (default $EGRESSCTL_CACERT; without it NODE_EXTRA_CA_CERTS adds to them)
   --output json|table  output format (default table; json prints one JSON document or line per item)
   --timeout-ms MS      bound on each request (default 30000)
   -h, --help           help of the command
 
-Environment: EGRESSCTL_API, EGRESSCTL_TOKEN_FILE; proxy up and smoke talk to Temporal itself:
+Environment: EGRESSCTL_API, EGRESSCTL_TOKEN_FILE, EGRESSCTL_CACERT; proxy up and smoke talk to Temporal itself:
 TEMPORAL_ADDRESS (${DEFAULT_TEMPORAL_ADDRESS}), TEMPORAL_NAMESPACE (${DEFAULT_TEMPORAL_NAMESPACE}), TEMPORAL_TASK_QUEUE
 (${TASK_QUEUE}), TEMPORAL_UI_URL; LOG_LEVEL (warn; logs are JSON lines on stderr).
 

@@ -187,7 +187,7 @@ describe('the API process over TLS (curl, openssl s_client, egressctl)', { timeo
     assert.notEqual(plain.status, 200);
   });
 
-  it('egressctl talks to it with the CA in NODE_EXTRA_CA_CERTS, and without it says to set it (exit 5)', async () => {
+  it('egressctl talks to it with the CA in NODE_EXTRA_CA_CERTS or --cacert, and with another CA says which (exit 5)', async () => {
     const args = ['proxy', 'list', '--api', api!.url, '--token-file', tokens.file, '--output', 'json'];
     const ok = await runCommand(EGRESSCTL, args, {
       cwd: PROJECT_ROOT,
@@ -202,6 +202,21 @@ describe('the API process over TLS (curl, openssl s_client, egressctl)', { timeo
     });
     assert.equal(untrusted.code, 5, untrusted.stderr);
     assert.match(untrusted.stderr, /not signed by a CA in NODE_EXTRA_CA_CERTS/);
+    const noExtra = { ...process.env };
+    delete noExtra['NODE_EXTRA_CA_CERTS'];
+    const withFlag = await runCommand(EGRESSCTL, [...args, '--cacert', ca.cert], {
+      cwd: PROJECT_ROOT,
+      env: noExtra,
+      timeoutMs: 60_000,
+    });
+    assert.equal(withFlag.code, 0, withFlag.stderr);
+    const wrongFlag = await runCommand(EGRESSCTL, args, {
+      cwd: PROJECT_ROOT,
+      env: { ...noExtra, EGRESSCTL_CACERT: otherCa.cert },
+      timeoutMs: 60_000,
+    });
+    assert.equal(wrongFlag.code, 5, wrongFlag.stderr);
+    assert.ok(wrongFlag.stderr.includes(`not signed by a CA in --cacert ${otherCa.cert}`), wrongFlag.stderr);
   });
 
   it('SIGHUP after the files are replaced serves the new certificate and the new tokens; a bad pair keeps it', async (t) => {
