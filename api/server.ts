@@ -22,6 +22,7 @@ import { registerOpsRoutes } from './routes-ops.ts';
 import { registerPoolRoutes } from './routes-pools.ts';
 import { registerProxyRoutes } from './routes-proxies.ts';
 import { registerImageRoutes } from './routes-images.ts';
+import { traceRequests } from './tracing.ts';
 import type { ImageWarmer } from './routes-images.ts';
 import type { HostStore } from '../client/host-store.ts';
 import type { PoolStore, ProxyStore } from './store.ts';
@@ -92,6 +93,8 @@ export async function buildApi(options: ApiOptions): Promise<FastifyInstance> {
           http2: true,
           https: { allowHTTP1: true, cert: options.tls.cert, key: options.tls.key },
         }) as unknown as FastifyInstance);
+  // First: the request span opens before auth, so a refused token is traced too.
+  traceRequests(app);
   const auth = typeof options.auth === 'function' ? options.auth : () => options.auth as TokenAuth;
 
   // Two validators: bodies are taken as sent (a string is not a number; an unknown field is an

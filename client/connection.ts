@@ -6,7 +6,7 @@
 // connection options here, and the one deadline helper every client call of client/ runs under. This file loads no SDK code until a connection is made, so an entry point
 // can print its --help (defaults included) without loading the Temporal client.
 import { readFileSync } from 'node:fs';
-import type { Client, Connection } from '@temporalio/client';
+import type { Client, ClientPlugin, Connection } from '@temporalio/client';
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
 import { explainConnectFailure } from './connect-diagnosis.ts';
 import { isTemporalUnavailable, TemporalUnavailableError } from './errors.ts';
@@ -146,6 +146,8 @@ export interface ConnectOptions {
   connectTimeoutMs: number;
   /** Connect at the first call, not now (a server that starts while Temporal is down). Default false. */
   lazy?: boolean;
+  /** The client's plugins (the API's OpenTelemetry plugin: workflows it starts carry its trace context). */
+  plugins?: ClientPlugin[];
 }
 
 /** A connection attempt failed; the message says why in an operator's words (client/connect-diagnosis.ts), the cause is the SDK's error. */
@@ -174,7 +176,7 @@ export async function connectClient(
       throw new TemporalConnectError(await explainConnectFailure(err, settings), { cause: err });
     }
   }
-  return new Client({ connection, namespace: settings.namespace });
+  return new Client({ connection, namespace: settings.namespace, ...(o.plugins ? { plugins: o.plugins } : {}) });
 }
 
 /**

@@ -8,11 +8,16 @@
 // client/connection.ts: 127.0.0.1:7233, `default`, `egress-proxies`), EP_API_TOKEN_FILE, EP_API_PAGE_TOKEN_SECRET (the
 // key of list page tokens; set the same on every replica), LOG_LEVEL (default info).
 // EP_API_TLS_CERT, EP_API_TLS_KEY, EP_API_INSECURE_LISTEN (the flags of the same names win).
+// Traces: with an OTLP endpoint in the OpenTelemetry SDK's variables (OTEL_EXPORTER_OTLP_ENDPOINT,
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_TRACES_EXPORTER=otlp; OTEL_SERVICE_NAME, default
+// egress-proxies-api), a span per request, carried into the workflows it starts (docs/monitoring.md).
 // Logs are pino JSON lines on stdout (Fastify's request logs included). SIGHUP re-reads the
 // token file and the TLS certificate and key (each kept as it was if its re-read fails);
 // SIGINT/SIGTERM stop accepting connections and finish the requests in flight.
 import { orExit, parseArgsOrExit, wholeNumber } from '../runtime/options.ts';
+import { otlpSettingsFromEnv } from '../runtime/otel-settings.ts';
 import type { TokenAuth } from '../api/auth.ts';
+import type { Tracing } from '../runtime/telemetry.ts';
 import type { Server as TlsServer } from 'node:tls';
 import { TASK_QUEUE } from '../contracts/task-queues.ts';
 import { DEFAULT_TEMPORAL_ADDRESS, DEFAULT_TEMPORAL_NAMESPACE } from '../client/connection.ts';
@@ -22,7 +27,11 @@ import {
   temporalSettingsFromOptions,
 } from '../runtime/temporal-options.ts';
 
+/** The API's service.name when OTEL_SERVICE_NAME is not set. */
+const API_SERVICE_NAME = 'egress-proxies-api';
 const settings = orExit(() => temporalSettingsFromOptions({}));
+// Only the settings now: the OpenTelemetry SDK loads only when spans are exported (start-up).
+const otlp = orExit(() => otlpSettingsFromEnv(process.env, { serviceName: API_SERVICE_NAME }));
 
 const HELP = `egress-proxies API server (docs/api.md)
 
@@ -127,6 +136,13 @@ const [
   import('../lib/log/logger.ts'),
 ]);
 const log = createLogger({ name: 'api', level: logLevelFromEnv() });
+// Before the client and the server exist: the global tracer provider their spans go to.
+// (The settings were checked above: setupTracing reads the same variables and cannot refuse them.)
+let tracing: Tracing | undefined;
+if (otlp.url !== undefined) {
+  const { setupTracing } = await import('../runtime/telemetry.ts');
+  tracing = setupTracing(log.child({ component: 'otel' }), { serviceName: API_SERVICE_NAME });
+}
 let auth: TokenAuth;
 let tls: Awaited<ReturnType<typeof loadTlsFiles>> | undefined;
 try {
@@ -175,7 +191,12 @@ process.on('SIGHUP', () => {
 
 const { address, namespace } = temporal;
 // Lazy: the API starts (and /readyz says why it is not ready) while Temporal is down.
-const client = await connectClient(temporal, { connectTimeoutMs: 5_000, lazy: true });
+const client = await connectClient(temporal, {
+  connectTimeoutMs: 5_000,
+  lazy: true,
+  // The workflows a request starts, signals or updates carry the request's span in their headers.
+  ...(tracing === undefined ? {} : { plugins: [tracing.plugin] }),
+});
 const { connection } = client;
 const store = temporalStore(client);
 const app = await buildApi({
@@ -210,6 +231,7 @@ const stop = (signal: string): void => {
   app
     .close()
     .then(() => connection.close())
+    .then(() => tracing?.shutdown())
     .then(
       () => log.info('api stopped'),
       (err: unknown) => {
@@ -228,5 +250,6 @@ try {
 } catch (err) {
   log.fatal({ err }, 'api cannot listen');
   await connection.close();
+  await tracing?.shutdown();
   process.exit(1);
 }
