@@ -6,10 +6,14 @@
 // times that too.
 //
 //   node bench/provision.ts [--n 10] [--n 50] [--n 100] [--hosts 2] [--runs 3] [--virsh]
+//                           [--temporal dev] [--temporal cluster]
 //
 // --runs R repeats the whole set R times (alternating the Ns) and prints medians; --virsh runs
 // bench/provision-virsh.sh beside each run (the raw floor: virsh over qemu+ssh://, one proxy at
 // a time and ten scripts in parallel). Each run prints the load average before and after.
+// --temporal picks the control plane (default dev: the dev server on 7233); `cluster` is
+// `scripts/temporal cluster` (the Temporal server on PostgreSQL, mTLS; started here if down); both
+// given alternate within each run, so the two are compared on the same machine state.
 //
 // Needs (as root): scripts/temporal up, test/hosts/testhost up 2. Leaves nothing behind.
 import { execFile } from 'node:child_process';
@@ -24,6 +28,7 @@ import type { ProxyStatus } from '../contracts/proxy.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../test/support/fleet.ts';
 import { emptyQcow2 } from '../test/support/empty-image.ts';
 import { ImageMirror } from '../test/support/mirror.ts';
+import { clusterUp } from '../test/support/temporal-cluster.ts';
 import { connectClient, pollUntil, PROJECT_ROOT, uniqueId } from '../test/support/temporal.ts';
 import { loadTestHosts } from '../test/support/testhosts.ts';
 import { median, percentile as pct } from './lib/stats.ts';
@@ -35,8 +40,14 @@ const { values } = parseArgs({
     hosts: { type: 'string', default: '2' },
     runs: { type: 'string', default: '1' },
     virsh: { type: 'boolean', default: false },
+    temporal: { type: 'string', multiple: true, default: ['dev'] },
   },
 });
+type Plane = 'dev' | 'cluster';
+for (const t of values.temporal) {
+  if (t !== 'dev' && t !== 'cluster') throw new Error(`--temporal must be dev or cluster, got ${t}`);
+}
+const planes = values.temporal as Plane[];
 const loadavg = async (): Promise<string> => (await readFile('/proc/loadavg', 'utf8')).split(' ').slice(0, 3).join(' ');
 
 /** RSS of a process from /proc, in MiB (current and peak). */
@@ -107,9 +118,10 @@ async function baseReadyAt(client: Client, workflowId: string): Promise<number |
   return done ? ms(done.eventTime) : undefined;
 }
 
-async function temporalServerPid(): Promise<number | undefined> {
+async function temporalServerPid(plane: Plane): Promise<number | undefined> {
+  const dir = plane === 'dev' ? '.data/temporal' : '.data/temporal-cluster';
   try {
-    return Number((await readFile(join(PROJECT_ROOT, '.data/temporal/server.pid'), 'utf8')).trim());
+    return Number((await readFile(join(PROJECT_ROOT, dir, 'server.pid'), 'utf8')).trim());
   } catch {
     return undefined;
   }
@@ -117,6 +129,7 @@ async function temporalServerPid(): Promise<number | undefined> {
 
 interface RunFigures {
   n: number;
+  plane: Plane;
   allRunningMs: number;
   perProxyMedianMs: number;
   controlPlaneMs: number;
@@ -124,13 +137,33 @@ interface RunFigures {
   load: string;
 }
 
+/** A control plane: a client on it and the variables that point a worker process at it. */
+interface ControlPlane {
+  plane: Plane;
+  client: Client;
+  workerEnv: Record<string, string>;
+}
+
+async function controlPlane(plane: Plane): Promise<ControlPlane> {
+  if (plane === 'dev') return { plane, client: await connectClient(), workerEnv: {} };
+  const s = await clusterUp();
+  const workerEnv: Record<string, string> = { TEMPORAL_ADDRESS: s.address, TEMPORAL_NAMESPACE: s.namespace };
+  if (s.tls?.certFile) workerEnv['TEMPORAL_TLS_CERT'] = s.tls.certFile;
+  if (s.tls?.keyFile) workerEnv['TEMPORAL_TLS_KEY'] = s.tls.keyFile;
+  if (s.tls?.caFile) workerEnv['TEMPORAL_TLS_CA'] = s.tls.caFile;
+  if (s.tls?.serverName) workerEnv['TEMPORAL_TLS_SERVER_NAME'] = s.tls.serverName;
+  return { plane, client: await connectClient(s.address, s.namespace, { tls: s.tls }), workerEnv };
+}
+
 async function runOnce(
-  client: Client,
+  cp: ControlPlane,
   mirror: ImageMirror,
   image: Buffer,
   tmp: string,
   n: number,
 ): Promise<RunFigures> {
+  const client = cp.client;
+  console.log(`\n-- control plane: ${cp.plane === 'dev' ? 'dev server (SQLite)' : 'cluster (PostgreSQL, mTLS)'}`);
   const loadBefore = await loadavg();
   const run = Date.now().toString(36);
   const entry = `bp${run}`;
@@ -147,8 +180,8 @@ async function runOnce(
   // overcommit (4) would hold all but 8 proxies per host in WaitingForCapacity.
   for (const h of config.providers[0]!.hosts) h.cpuOvercommit = 1000;
   const taskQueue = uniqueId('bench');
-  const worker = await spawnWorker(await writeProvidersFile(tmp, config), taskQueue);
-  const serverPid = await temporalServerPid();
+  const worker = await spawnWorker(await writeProvidersFile(tmp, config), taskQueue, 60_000, cp.workerEnv);
+  const serverPid = await temporalServerPid(cp.plane);
   let serverPeak = 0;
   let workerPeak = 0;
   const sampler = setInterval(() => {
@@ -303,6 +336,7 @@ async function runOnce(
   console.log(`load average (1, 5, 15 min): ${load}`);
   return {
     n,
+    plane: cp.plane,
     allRunningMs,
     perProxyMedianMs: median(perProxy),
     controlPlaneMs: median(perProxy) - Math.max(...imageRuns.filter(Number.isFinite)),
@@ -328,19 +362,24 @@ async function virshFloor(n: number, parallel: number): Promise<{ totalMs: numbe
   }
 }
 
-const client = await connectClient();
+const cps: ControlPlane[] = [];
+for (const p of planes) cps.push(await controlPlane(p));
 const mirror = await ImageMirror.start();
 const tmp = await mkdtemp(join(tmpdir(), 'ep-bench-'));
 try {
   const image = await emptyQcow2(tmp);
-  // Alternating: each run does every N (and the virsh floor beside it), then the next run.
-  const ours = new Map<number, RunFigures[]>();
+  // Alternating: each run does every N on every control plane (and the virsh floor beside it),
+  // then the next run.
+  const ours = new Map<string, RunFigures[]>();
   const seq = new Map<number, number[]>();
   const par = new Map<number, number[]>();
   for (let r = 0; r < Number(values.runs); r++) {
     for (const n of values.n.map(Number)) {
-      const fig = await runOnce(client, mirror, image, tmp, n);
-      ours.set(n, [...(ours.get(n) ?? []), fig]);
+      for (const cp of cps) {
+        const fig = await runOnce(cp, mirror, image, tmp, n);
+        const key = `${cp.plane}/${n}`;
+        ours.set(key, [...(ours.get(key) ?? []), fig]);
+      }
       if (values.virsh) {
         // One proxy at a time (at most 10 of them: the per-proxy time does not depend on N), and
         // ten scripts in parallel creating all N.
@@ -354,9 +393,10 @@ try {
   console.log(`\n== summary over ${values.runs} run(s), medians (min-max)`);
   const mm = (xs: number[]): string =>
     `${(median(xs) / 1000).toFixed(2)} s (${(Math.min(...xs) / 1000).toFixed(2)}-${(Math.max(...xs) / 1000).toFixed(2)})`;
-  for (const [n, figs] of ours) {
+  for (const [, figs] of ours) {
+    const n = figs[0]!.n;
     console.log(
-      `N = ${n}: all Running ${mm(figs.map((x) => x.allRunningMs))}; control plane per proxy ${mm(figs.map((x) => x.controlPlaneMs))}; ` +
+      `${figs[0]!.plane}, N = ${n}: all Running ${mm(figs.map((x) => x.allRunningMs))}; control plane per proxy ${mm(figs.map((x) => x.controlPlaneMs))}; ` +
         `imageReady after the base, worst ${mm(figs.map((x) => x.readyLagMaxMs).filter(Number.isFinite))}`,
     );
     const s1 = seq.get(n);
@@ -370,8 +410,18 @@ try {
       );
     }
   }
+  if (cps.length === 2) {
+    for (const n of values.n.map(Number)) {
+      const dev = ours.get(`dev/${n}`)!;
+      const cl = ours.get(`cluster/${n}`)!;
+      const ratio = (f: (x: RunFigures) => number): string => (median(cl.map(f)) / median(dev.map(f))).toFixed(2);
+      console.log(
+        `cluster / dev, N = ${n}: all Running ${ratio((x) => x.allRunningMs)}, control plane per proxy ${ratio((x) => x.controlPlaneMs)}`,
+      );
+    }
+  }
 } finally {
   await mirror.close();
-  await client.connection.close();
+  for (const cp of cps) await cp.client.connection.close();
   await rm(tmp, { recursive: true, force: true });
 }
