@@ -19,6 +19,15 @@ export interface TesthostDescriptor {
   domainType: 'kvm' | 'qemu';
   /** The root namespace's end of the host's veth: what the host's guests reach through its NAT. */
   rootSideAddress: string;
+  /** The root namespace's end of the veth (`ep-hN-r`): the machine's route to the routed network goes there. */
+  vethRoot?: string;
+  /**
+   * The routed libvirt network (`<forward mode='route'/>`), whose subnet the machine routes into
+   * `vethRoot`; absent in descriptors written before it existed (`testhost up` adds it).
+   */
+  routedNetwork?: string;
+  routedNetworkCidr?: string;
+  routedNetworkGateway?: string;
 }
 
 /** Where `test/hosts/testhost` keeps its state: $EP_TESTHOST_STATE, else /var/lib/egress-proxies-testhosts. */

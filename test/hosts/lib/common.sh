@@ -99,6 +99,7 @@ host_vars() {
   H_VETH_R="$H_NAME-r"
   H_VETH_N="$H_NAME-n"
   H_GUEST_PREFIX="192.168.$((100 + i))"
+  H_ROUTED_PREFIX="$NET_PREFIX.$((100 + i))"
 }
 
 host_index_of() {

@@ -49,6 +49,7 @@ EOF
   </ip>
 </network>
 EOF
+  write_routed_net_xml
   # sshd
   rm -f "$S/ssh/ssh_host_ed25519_key" "$S/ssh/ssh_host_ed25519_key.pub"
   ssh-keygen -q -t ed25519 -N '' -C "$H_NAME" -f "$S/ssh/ssh_host_ed25519_key" </dev/null
@@ -85,5 +86,23 @@ MaxSessions 64
 ClientAliveInterval 0
 LogLevel VERBOSE
 Subsystem sftp internal-sftp
+EOF
+}
+
+# The routed network: guests get $H_ROUTED_PREFIX.0/24 addresses that the machine reaches through the
+# host's veth (host_routed adds that route), without NAT: the host forwards between its veth and
+# the bridge, and a guest's connections reach root-side servers from the guest's own address.
+write_routed_net_xml() {
+  cat >"$H_DIR/net-$ROUTED_NET_NAME.xml" <<EOF
+<network>
+  <name>$ROUTED_NET_NAME</name>
+  <forward mode='route'/>
+  <bridge name='$ROUTED_BRIDGE_NAME' stp='on' delay='0'/>
+  <ip address='$H_ROUTED_PREFIX.1' netmask='255.255.255.0'>
+    <dhcp>
+      <range start='$H_ROUTED_PREFIX.10' end='$H_ROUTED_PREFIX.250'/>
+    </dhcp>
+  </ip>
+</network>
 EOF
 }

@@ -81,11 +81,54 @@ host_routes() {
     die "$H_NAME: could not add the route to $NET_PREFIX.0.0/16 via $H_GW"
 }
 
+# routed_route_dev: the interface the machine's kernel picks for the routed network's gateway
+# (`ip route get`; it sends nothing); fails unless that is this host's veth.
+routed_route_dev() {
+  local dev
+  dev=$(ip -4 -o route get "$H_ROUTED_PREFIX.1" 2>/dev/null | sed -n 's/.* dev \([^ ]*\).*/\1/p')
+  [[ $dev == "$H_VETH_R" ]] || return 1
+  echo "$dev"
+}
+
+# routed_health: 0 if the routed network is active and the machine routes it into the veth.
+routed_health() {
+  H_PROBLEM=''
+  [[ $(VIRSH_TIMEOUT=10 hvirsh net-info "$ROUTED_NET_NAME" 2>/dev/null | awk '$1=="Active:"{print $2}') == yes ]] ||
+    { H_PROBLEM="routed network $ROUTED_NET_NAME not active (testhost up adds it)"; return 1; }
+  routed_route_dev >/dev/null ||
+    { H_PROBLEM="no route from the machine to $H_ROUTED_PREFIX.0/24 via $H_VETH_R (testhost up adds it)"; return 1; }
+}
+
+# host_routed: the routed network (defined, started, autostarted) and the machine's route to it
+# through the veth. Idempotent and additive: on a host that is already up it adds only what is
+# missing and never touches the NAT network or running guests.
+host_routed() {
+  local other
+  other=$(ip -4 -o addr show 2>/dev/null | awk -v p="$H_ROUTED_PREFIX." 'index($4, p) == 1 {print $2 " " $4}' | head -1)
+  [[ -z $other ]] || die "$H_ROUTED_PREFIX.0/24 is already used on this machine ($other); set EP_TESTHOST_NET"
+  other=$(ip -4 route show "$H_ROUTED_PREFIX.0/24" 2>/dev/null | grep -v " dev $H_VETH_R" | head -1 || true)
+  [[ -z $other ]] || die "a route for $H_ROUTED_PREFIX.0/24 exists already ($other); set EP_TESTHOST_NET"
+  if ! VIRSH_TIMEOUT=10 hvirsh net-info "$ROUTED_NET_NAME" >/dev/null 2>&1; then
+    write_routed_net_xml
+    hvirsh net-define "$H_DIR/net-$ROUTED_NET_NAME.xml" >/dev/null
+    log "$H_NAME: defined the routed network $ROUTED_NET_NAME ($H_ROUTED_PREFIX.0/24 on $ROUTED_BRIDGE_NAME)"
+  fi
+  if [[ $(VIRSH_TIMEOUT=10 hvirsh net-info "$ROUTED_NET_NAME" 2>/dev/null | awk '$1=="Active:"{print $2}') != yes ]]; then
+    hvirsh net-start "$ROUTED_NET_NAME" >/dev/null ||
+      die "$H_NAME: network $ROUTED_NET_NAME did not start; see $H_DIR/log/libvirt/libvirtd.log"
+  fi
+  hvirsh net-autostart "$ROUTED_NET_NAME" >/dev/null
+  ip route replace "$H_ROUTED_PREFIX.0/24" via "$H_ADDR" dev "$H_VETH_R" ||
+    die "$H_NAME: could not add the route to $H_ROUTED_PREFIX.0/24 via $H_ADDR dev $H_VETH_R"
+  routed_health || die "$H_NAME: $H_PROBLEM"
+}
+
 host_up() {
   local t0 hp
   if host_health; then
     check_domain_type
     host_routes
+    host_routed
     log "$H_NAME: already up and healthy ($H_ADDR:$SSH_PORT)"
     return 0
   fi
@@ -148,6 +191,7 @@ host_up() {
   hvirsh net-start "$NET_NAME" >/dev/null ||
     die "$H_NAME: network $NET_NAME did not start; see $H_DIR/log/libvirt/libvirtd.log"
   hvirsh net-autostart "$NET_NAME" >/dev/null
+  host_routed
 
   # sshd in the same mount + network namespaces, so stream-local forwards reach this host's socket
   hx /usr/sbin/sshd -t -f "$H_DIR/ssh/sshd_config" >>"$H_DIR/log/sshd.stderr" 2>&1 ||
