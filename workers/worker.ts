@@ -105,7 +105,7 @@ if (listen !== undefined && (!listenMatch || Number(listenMatch[2]) > 65535)) {
 // The SDK, its native runtime and our activities load only once the options are known to be good,
 // so that --help and a mistyped option answer at once (docs/benchmarks.md, "Start-up").
 const [
-  { connectClient, sdkConnectionOptions },
+  { connectClient, sdkConnectionOptions, withDeadline },
   { explainConnectFailure },
   { ensureSearchAttributes, SearchAttributeKindError },
   { isTemporalUnavailable },
@@ -123,6 +123,7 @@ const [
   { catalogOf, startCatalogPublisher },
   { findStrandedProxies, HostRemovedError },
   { createWorkerSet },
+  { watchTemporal },
 ] = await Promise.all([
   import('../client/connection.ts'),
   import('../client/connect-diagnosis.ts'),
@@ -142,6 +143,7 @@ const [
   import('../runtime/catalog.ts'),
   import('../client/host-removal.ts'),
   import('../runtime/worker-set.ts'),
+  import('../runtime/temporal-watch.ts'),
 ]);
 
 /** The workflow bundle's entry; runtime/workflow-bundle.ts bundles it (or finds it bundled). */
@@ -194,6 +196,18 @@ let metricsServer: Server | undefined;
 const metrics = listenMatch ? createWorkerMetrics() : undefined;
 const registry = new HostRegistry(config, log.child({ component: 'ssh' }), metrics);
 let catalogPublisher: { stop(): Promise<void> } | undefined;
+// One line when Temporal stops answering and one when it is back (runtime/temporal-watch.ts): the
+// polls hang silently while the server's database is down. describeNamespace reads persistence.
+const temporalWatch = watchTemporal({
+  log: log.child({ component: 'temporal-watch' }),
+  intervalMs: 5_000,
+  check: () =>
+    withDeadline(client, 'the namespace check', 4_000, () =>
+      client.workflowService.describeNamespace({ namespace }),
+    ).catch((err: unknown) => {
+      if (isTemporalUnavailable(err)) throw err; // any other answer (say, permission denied) is an answer
+    }),
+});
 
 try {
   // Before the worker polls: the workflows set these attributes, and the API lists by them. A
@@ -280,6 +294,7 @@ try {
     process.exitCode = 1;
   }
 } finally {
+  await temporalWatch.stop();
   await catalogPublisher?.stop();
   metricsServer?.close();
   registry.close();
