@@ -2,7 +2,9 @@
  * Steady-state benchmark: what N healthy proxies cost while nothing happens, under the older
  * health loop (`poll`: two activities and a timer per interval) and the health monitor
  * (`monitor`, docs/health.md), side by side in one run, alternating, on a Temporal dev server of
- * its own (so its CPU and RSS are the proxies' alone).
+ * its own (so its CPU and RSS are the proxies' alone) and, with `--temporal dev,cluster`, on
+ * `scripts/temporal cluster` too (the Temporal server on PostgreSQL, mTLS; started if down; its
+ * server CPU and RSS are the Temporal server's plus PostgreSQL's processes').
  *
  * The hosts and guests are SIMULATED: an in-process host double (bench/lib/host-double.ts)
  * answers every read and probe as a healthy host would. The monitor activity itself is the real
@@ -17,15 +19,18 @@
  * native memory (the SDK's core, V8's code, malloc).
  *
  *   node bench/steady-state.ts [--n 100] [--window-s 60] [--interval-ms 15000] [--runs 2] [--loops poll,monitor]
- *                              [--max-cached-workflows N|all] [--port 7391]
+ *                              [--max-cached-workflows N|all] [--port 7391] [--temporal dev,cluster]
  *
  * --max-cached-workflows: the bench worker's workflow cache; default the worker's
  * (runtime/workflow-cache.ts, DEFAULT_MAX_CACHED_WORKFLOWS), `all` every proxy of a phase (as the
  * SDK's own default, sized from the heap, does up to about 2,400 workflows).
  */
+import { readdirSync, readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import type { Client, WorkflowHandle } from '@temporalio/client';
+import type { Client, Connection, WorkflowHandle } from '@temporalio/client';
+import type { Worker } from '@temporalio/worker';
 import { proxyStatusQuery } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import { SA_PROXY_HEALTHY } from '../contracts/search-attributes.ts';
@@ -33,6 +38,8 @@ import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
 import { benchWorker, cpuSeconds, installQuietRuntime, rssMiB, startDevServer } from './lib/dev-server.ts';
 import { workflowCacheOptions } from '../runtime/workflow-cache.ts';
 import { hostDouble } from './lib/host-double.ts';
+import { clusterUp } from '../test/support/temporal-cluster.ts';
+import { PROJECT_ROOT } from '../test/support/temporal.ts';
 import { memorySample, perItemKiB } from './lib/memory.ts';
 import { sleep } from './lib/run.ts';
 import { fmtRange, median, spread } from './lib/stats.ts';
@@ -46,8 +53,14 @@ const { values } = parseArgs({
     loops: { type: 'string', default: 'poll,monitor' },
     port: { type: 'string', default: '7391' },
     'max-cached-workflows': { type: 'string' },
+    temporal: { type: 'string', default: 'dev' },
   },
 });
+type Plane = 'dev' | 'cluster';
+const PLANES = values.temporal.split(',') as Plane[];
+for (const p of PLANES as string[]) {
+  if (p !== 'dev' && p !== 'cluster') throw new Error(`--temporal: dev or cluster, got ${p}`);
+}
 const N = Number(values.n);
 const WINDOW_MS = Number(values['window-s']) * 1000;
 const INTERVAL_MS = Number(values['interval-ms']);
@@ -60,7 +73,9 @@ const WORKFLOW_TASKS = 40;
 /** `--max-cached-workflows all`: every proxy of a phase cached, as the SDK's heap-sized default does up to about 2,400. */
 const ALL = Math.max(1000, 2 * N + 50);
 const ENTRY = 'bench';
-const TQ = 'steady-state';
+/** Of this run only: the cluster's namespace outlives runs and holds other tests' workflows. */
+const RUN_ID = Date.now().toString(36);
+const TQ = `steady-state-${RUN_ID}`;
 
 interface Sample {
   events: number;
@@ -87,7 +102,7 @@ async function sample(hs: WorkflowHandle[]): Promise<Sample> {
 async function allHealthy(client: Client, hs: WorkflowHandle[], what: string): Promise<void> {
   // Starting N proxies takes their creation activities and workflow tasks first: up to 1 s each more on a loaded machine.
   const deadline = Date.now() + 10 * INTERVAL_MS + 120_000 + 1_000 * hs.length;
-  const query = `WorkflowType = '${PROXY_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND ${SA_PROXY_HEALTHY} = true`;
+  const query = `WorkflowType = '${PROXY_WORKFLOW_TYPE}' AND TaskQueue = '${TQ}' AND ExecutionStatus = 'Running' AND ${SA_PROXY_HEALTHY} = true`;
   for (;;) {
     // A loaded dev server sometimes fails a count (even as "namespace not found"): try again.
     const count = await client.workflow.count(query).then(
@@ -126,13 +141,59 @@ interface Row {
   nativePerProxyKiB: number;
 }
 
-async function phase(client: Client, serverPid: number, loop: 'poll' | 'monitor', run: number): Promise<Row> {
+/** CPU-seconds and resident memory (MiB) of a control plane's processes, summed. */
+type PlaneUsage = () => { cpu: number; rss: number };
+
+/** Proportional set size of `pid` in MiB: shared pages split among the processes sharing them. */
+function pssMiB(pid: number): number {
+  const m = /^Pss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'));
+  return Number(m?.[1] ?? 0) / 1024;
+}
+
+/**
+ * The Temporal server of `scripts/temporal cluster` and PostgreSQL's postmaster with its children;
+ * memory as PSS, so PostgreSQL's shared buffers count once, not once per backend.
+ */
+function clusterUsage(): { cpu: number; rss: number } {
+  const dir = join(PROJECT_ROOT, '.data/temporal-cluster');
+  const pids = [Number(readFileSync(join(dir, 'server.pid'), 'utf8').trim())];
+  const postmaster = Number(readFileSync(join(dir, 'pg/postmaster.pid'), 'utf8').split('\n')[0]);
+  pids.push(postmaster);
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const ppid = Number(readFileSync(`/proc/${d}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+      if (ppid === postmaster) pids.push(Number(d));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  let cpu = 0;
+  let rss = 0;
+  for (const pid of pids) {
+    try {
+      cpu += cpuSeconds(pid);
+      rss += pssMiB(pid);
+    } catch {
+      // a backend that ended meanwhile
+    }
+  }
+  return { cpu, rss };
+}
+
+async function phase(
+  client: Client,
+  usage: PlaneUsage,
+  label: string,
+  loop: 'poll' | 'monitor',
+  run: number,
+): Promise<Row> {
   const m0 = memorySample();
   const hs: WorkflowHandle[] = [];
   for (let i = 0; i < N; i += 50) {
     const batch = Array.from({ length: Math.min(50, N - i) }, (_, k) => {
       const input: ProxyWorkflowInput = {
-        name: `ss-${loop}-${run}-${i + k}`,
+        name: `ss-${RUN_ID}-${label.replace('/', '-')}-${run}-${i + k}`,
         entry: ENTRY,
         imageKey: 'img',
         healthLoop: loop,
@@ -145,24 +206,24 @@ async function phase(client: Client, serverPid: number, loop: 'poll' | 'monitor'
     });
     hs.push(...(await Promise.all(batch)));
   }
-  await allHealthy(client, hs, loop);
+  await allHealthy(client, hs, label);
   await sleep(2_000);
   const s0 = await sample(hs);
-  const c0 = { server: cpuSeconds(serverPid), worker: process.cpuUsage() };
+  const c0 = { server: usage().cpu, worker: process.cpuUsage() };
   await sleep(WINDOW_MS);
-  const c1 = { server: cpuSeconds(serverPid), worker: process.cpuUsage(c0.worker) };
+  const c1 = { server: usage().cpu, worker: process.cpuUsage(c0.worker) };
   const m1 = memorySample();
   const grown = perItemKiB(m0, m1, N);
   const s1 = await sample(hs);
   const hours = WINDOW_MS / 3_600_000;
   const min = WINDOW_MS / 60_000;
   const row: Row = {
-    loop,
+    loop: label,
     eventsPerHour: (s1.events - s0.events) / N / hours,
     transitionsPerHour: (s1.transitions - s0.transitions) / N / hours,
     serverCpuPerMin: (c1.server - c0.server) / min,
     workerCpuPerMin: (c1.worker.user + c1.worker.system) / 1e6 / min,
-    serverRss: rssMiB(serverPid),
+    serverRss: usage().rss,
     workerRss: m1.rssMiB,
     workerRssPerProxyKiB: grown.rssMiB,
     mainHeapPerProxyKiB: grown.mainHeapMiB,
@@ -179,7 +240,7 @@ async function phase(client: Client, serverPid: number, loop: 'poll' | 'monitor'
 /** Events of one monitor checkpoint: the old run's tail after its last monitor was scheduled, and the new run up to its monitor. */
 async function checkpointEvents(client: Client): Promise<number> {
   const input: ProxyWorkflowInput = {
-    name: 'ss-checkpoint',
+    name: `ss-${RUN_ID}-checkpoint`,
     entry: ENTRY,
     imageKey: 'img',
     healthLoop: 'monitor',
@@ -224,34 +285,59 @@ async function main(): Promise<void> {
       `workflow cache (maxCachedWorkflows) ${CACHE === 'all' ? `${ALL} (every proxy)` : workflowCacheOptions(CACHE, WORKFLOW_TASKS).maxCachedWorkflows}; load average ${loadavg()
         .map((l) => l.toFixed(1))
         .join(' ')}\n` +
-      'HOSTS AND GUESTS ARE SIMULATED (an in-process host double answers reads and probes); the server is a dev server of its own (SQLite)',
+      'HOSTS AND GUESTS ARE SIMULATED (an in-process host double answers reads and probes); the dev server is one of its own (SQLite); the cluster is scripts/temporal cluster (PostgreSQL)',
   );
   installQuietRuntime();
-  const server = await startDevServer(PORT, 'steady-state');
+  const caps = {
+    activities: Math.max(200, 2 * N + 50),
+    workflows:
+      CACHE === 'all'
+        ? { maxCachedWorkflows: ALL, maxConcurrentWorkflowTaskExecutions: WORKFLOW_TASKS }
+        : workflowCacheOptions(CACHE, WORKFLOW_TASKS),
+  };
+  const planes: { plane: Plane; client: Client; connection: Connection; worker: Worker; usage: PlaneUsage }[] = [];
+  let server: Awaited<ReturnType<typeof startDevServer>> | undefined;
+  for (const plane of PLANES) {
+    let usage: PlaneUsage;
+    let target: Parameters<typeof benchWorker>[0];
+    if (plane === 'dev') {
+      server = await startDevServer(PORT, 'steady-state');
+      const pid = server.pid;
+      usage = () => ({ cpu: cpuSeconds(pid), rss: rssMiB(pid) });
+      target = PORT;
+    } else {
+      target = await clusterUp();
+      usage = clusterUsage;
+    }
+    const w = await benchWorker(target, TQ, () => hostDouble(ENTRY, INTERVAL_MS), caps);
+    planes.push({ plane, ...w, usage });
+  }
+  const labels = PLANES.flatMap((p) => LOOPS.map((l) => (PLANES.length > 1 ? `${p}/${l}` : l)));
   try {
-    const { connection, client, worker } = await benchWorker(PORT, TQ, () => hostDouble(ENTRY, INTERVAL_MS), {
-      activities: Math.max(200, 2 * N + 50),
-      workflows:
-        CACHE === 'all'
-          ? { maxCachedWorkflows: ALL, maxConcurrentWorkflowTaskExecutions: WORKFLOW_TASKS }
-          : workflowCacheOptions(CACHE, WORKFLOW_TASKS),
-    });
     const rows: Row[] = [];
     let checkpoint = 0;
-    await worker.runUntil(async () => {
-      if (LOOPS.includes('monitor')) checkpoint = await checkpointEvents(client);
-      for (let run = 0; run < RUNS; run++) {
-        const order = run % 2 === 0 ? LOOPS : [...LOOPS].reverse();
-        for (const loop of order) {
-          const row = await phase(client, server.pid, loop, run);
-          rows.push(row);
-          console.log(
-            `  run ${run + 1} ${loop}: ${JSON.stringify(row, (_, v: unknown) => (typeof v === 'number' ? Math.round(v * 100) / 100 : v))}`,
-          );
+    // Every plane's worker runs for the whole bench (an idle one costs its plane little).
+    const runAll = (ws: Worker[], fn: () => Promise<void>): Promise<void> =>
+      ws.length === 0 ? fn() : ws[0]!.runUntil(() => runAll(ws.slice(1), fn));
+    await runAll(
+      planes.map((p) => p.worker),
+      async () => {
+        if (LOOPS.includes('monitor')) checkpoint = await checkpointEvents(planes[0]!.client);
+        for (let run = 0; run < RUNS; run++) {
+          const order = run % 2 === 0 ? labels : [...labels].reverse();
+          for (const label of order) {
+            const loop = label.split('/').at(-1) as 'poll' | 'monitor';
+            const p = PLANES.length > 1 ? planes.find((x) => x.plane === label.split('/')[0])! : planes[0]!;
+            const row = await phase(p.client, p.usage, label, loop, run);
+            rows.push(row);
+            console.log(
+              `  run ${run + 1} ${label}: ${JSON.stringify(row, (_, v: unknown) => (typeof v === 'number' ? Math.round(v * 100) / 100 : v))}`,
+            );
+          }
         }
-      }
-    });
-    await connection.close();
+      },
+    );
+    for (const p of planes) await p.connection.close();
     console.log(
       `\nmonitor checkpoint (continue-as-new, hourly): ${checkpoint} events, added once per proxy-hour below\n`,
     );
@@ -259,9 +345,9 @@ async function main(): Promise<void> {
       '| loop | events / proxy-hour | state transitions / proxy-hour | server CPU-s / min | worker CPU-s / min | server RSS MiB | worker RSS MiB | worker KiB / proxy |',
     );
     console.log('|---|---|---|---|---|---|---|---|');
-    for (const loop of LOOPS) {
+    for (const loop of labels) {
       const rs = rows.filter((r) => r.loop === loop);
-      const add = loop === 'monitor' ? checkpoint : 0;
+      const add = loop.endsWith('monitor') ? checkpoint : 0;
       const f = (k: keyof Row, d: number, plus = 0) => fmtRange(spread(rs.map((r) => (r[k] as number) + plus)), d);
       console.log(
         `| ${loop} | ${f('eventsPerHour', 0, add)} | ${f('transitionsPerHour', 0)} | ${f('serverCpuPerMin', 2)} | ${f('workerCpuPerMin', 2)} | ${f('serverRss', 0)} | ${f('workerRss', 0)} | ${f('workerRssPerProxyKiB', 0)} |`,
@@ -272,7 +358,7 @@ async function main(): Promise<void> {
     );
     console.log('| loop | RSS | main-thread heap (activities) | workflow-thread heap (cached workflows) | native |');
     console.log('|---|---|---|---|---|');
-    for (const loop of LOOPS) {
+    for (const loop of labels) {
       const rs = rows.filter((r) => r.loop === loop);
       const f = (k: keyof Row) => fmtRange(spread(rs.map((r) => r[k] as number)), 0);
       console.log(
@@ -284,7 +370,7 @@ async function main(): Promise<void> {
         .map((l) => l.toFixed(1))
         .join(' ')}`,
     );
-    const mon = rows.filter((r) => r.loop === 'monitor');
+    const mon = rows.filter((r) => r.loop === labels.find((l) => l.endsWith('monitor')));
     if (mon.length > 0) {
       const ev = median(mon.map((r) => r.eventsPerHour)) + checkpoint;
       console.log(
@@ -294,7 +380,7 @@ async function main(): Promise<void> {
       console.log(`server under half a core with N=${N}: ${cpu < 0.5 ? 'MET' : 'NOT MET'} (${cpu.toFixed(3)} cores)`);
     }
   } finally {
-    await server.stop();
+    await server?.stop();
   }
 }
 

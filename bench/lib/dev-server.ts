@@ -16,6 +16,8 @@ import {
   Runtime,
   Worker,
 } from '@temporalio/worker';
+import { sdkConnectionOptions } from '../../client/connection.ts';
+import type { TemporalSettings } from '../../client/connection.ts';
 import { ensureSearchAttributes } from '../../client/search-attributes.ts';
 import { createWorkerSet } from '../../runtime/worker-set.ts';
 import { sleep } from './run.ts';
@@ -90,12 +92,13 @@ export interface BenchWorker {
 }
 
 /**
- * A client of the dev server on `port` (the project's search attributes registered) and a worker
- * of every project workflow on `taskQueue` with the activities `activities(client)` builds (its
- * workflow cache as given: steady-state.ts sizes it as runtime/workflow-cache.ts sizes the worker's).
+ * A client of the dev server on `port` (or of the server `settings` name, TLS included, e.g.
+ * `scripts/temporal cluster`'s; the project's search attributes registered) and a worker of every
+ * project workflow on `taskQueue` with the activities `activities(client)` builds (its workflow
+ * cache as given: steady-state.ts sizes it as runtime/workflow-cache.ts sizes the worker's).
  */
 export async function benchWorker(
-  port: number,
+  target: number | TemporalSettings,
   taskQueue: string,
   activities: (client: Client) => object,
   caps: {
@@ -106,14 +109,15 @@ export async function benchWorker(
     pools?: boolean;
   },
 ): Promise<BenchWorker> {
-  const address = `127.0.0.1:${port}`;
-  const connection = await Connection.connect({ address });
-  await ensureSearchAttributes(connection, 'default');
-  const client = new Client({ connection, namespace: 'default' });
+  const settings = typeof target === 'number' ? { address: `127.0.0.1:${target}`, namespace: 'default' } : target;
+  const sdk = sdkConnectionOptions(settings);
+  const connection = await Connection.connect(sdk);
+  await ensureSearchAttributes(connection, settings.namespace);
+  const client = new Client({ connection, namespace: settings.namespace });
   const bundle = await bundleWorkflowCode({ workflowsPath: join(ROOT, 'workflows/index.ts'), logger: QUIET });
   const options = {
-    connection: await NativeConnection.connect({ address }),
-    namespace: 'default',
+    connection: await NativeConnection.connect(sdk),
+    namespace: settings.namespace,
     taskQueue,
     workflowBundle: bundle,
     activities: activities(client),
