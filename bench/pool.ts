@@ -42,6 +42,7 @@ import type { PoolWorkflowInput } from '../workflows/pool/index.ts';
 import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
 import { benchWorker, cpuSeconds, installQuietRuntime, rssMiB, startDevServer } from './lib/dev-server.ts';
 import { hostDouble } from './lib/host-double.ts';
+import { chainEvents, tallyPoolSignals } from './lib/pool-signals.ts';
 import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, median, ratio, spread } from './lib/stats.ts';
 
@@ -166,6 +167,12 @@ interface PoolRow {
   maxMembers: number;
   rolloutWorkerPeak: number;
   rolloutServerPeak: number;
+  /** Member reports (signals) the pool received per member, and its history events per member: scale-up, rollout; at rest in all. */
+  scaleReportsPerMember: number;
+  scalePoolEventsPerMember: number;
+  restReports: number;
+  rolloutReportsPerMember: number;
+  rolloutPoolEventsPerMember: number;
 }
 
 function poolSpec(name: string, imageKey: string, size: number): PoolSpec {
@@ -203,6 +210,7 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
   try {
     // 1. Scale 0 → N.
     memberStarts.length = 0;
+    const e0 = Date.now();
     const scale = new Peaks(serverPid);
     const t0 = performance.now();
     await h.executeUpdate(poolScaleUpdate, { args: [{ size: N }] });
@@ -230,6 +238,7 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
     const ids = last.members.map((m) => proxyWorkflowId(ENTRY, m.name));
     const m0 = await historyLengths(client, ids);
     const p0 = (await h.describe()).historyLength;
+    const e1 = Date.now();
     const c0 = { server: cpuSeconds(serverPid), worker: process.cpuUsage() };
     await sleep(WINDOW_MS);
     const c1 = { server: cpuSeconds(serverPid), worker: process.cpuUsage(c0.worker) };
@@ -239,6 +248,7 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
 
     console.log(`    at rest: ${r((m1 - m0) / N / hours)} events / member-hour, pool ${r((p1 - p0) / hours)} / hour`);
     // 3. Rollout of a new image key.
+    const e2 = Date.now();
     const roll = new Peaks(serverPid);
     const r0 = performance.now();
     const accepted = await h.executeUpdate(poolSpecUpdate, { args: [{ template: { imageKey: 'img-b' } }] });
@@ -254,6 +264,18 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
     });
     const rolloutS = (performance.now() - r0) / 1000;
     roll.stop();
+    const e3 = Date.now();
+    const tallies = tallyPoolSignals(await chainEvents(client, h.workflowId, h.firstExecutionRunId), [e0, e1, e2, e3]);
+    const [ts, tr, tro] = [tallies[0]!, tallies[1]!, tallies[2]!];
+    console.log(
+      `    pool signals, scale-up: ${ts.reports} reports from ${ts.members} members (${r(ts.reports / N)} / member), ` +
+        `${ts.events} pool events (${r(ts.events / N)} / member); fields changed ${JSON.stringify(ts.changed)}; steps ${JSON.stringify(ts.steps)}`,
+    );
+    console.log(`    pool signals, at rest: ${tr.reports} reports, ${tr.events} pool events`);
+    console.log(
+      `    pool signals, rollout: ${tro.reports} reports from ${tro.members} members (${r(tro.reports / N)} / member of N), ` +
+        `${tro.events} pool events (${r(tro.events / N)} / member of N); fields changed ${JSON.stringify(tro.changed)}; steps ${JSON.stringify(tro.steps)}`,
+    );
     return {
       load,
       healthyS: (healthyAt - t0) / 1000,
@@ -272,6 +294,11 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
       maxMembers,
       rolloutWorkerPeak: roll.worker,
       rolloutServerPeak: roll.server,
+      scaleReportsPerMember: ts.reports / N,
+      scalePoolEventsPerMember: ts.events / N,
+      restReports: tr.reports,
+      rolloutReportsPerMember: tro.reports / N,
+      rolloutPoolEventsPerMember: tro.events / N,
     };
   } finally {
     await endPool(client, h, last ?? (await h.query(poolStatusQuery).catch(() => undefined)));
@@ -522,6 +549,15 @@ async function main(): Promise<void> {
     console.log(`| scale 0 → N: members started / s | ${f(pools, 'startsPerS', 1)} | |`);
     console.log(`| scale 0 → N: worker peak RSS MiB | ${f(pools, 'scaleWorkerPeak', 0)} | |`);
     console.log(`| scale 0 → N: server peak RSS MiB | ${f(pools, 'scaleServerPeak', 0)} | |`);
+    console.log(
+      `| scale 0 → N: member reports the pool received / member | ${f(pools, 'scaleReportsPerMember', 2)} | |`,
+    );
+    console.log(`| scale 0 → N: pool history events / member | ${f(pools, 'scalePoolEventsPerMember', 2)} | |`);
+    console.log(`| at rest: member reports the pool received (window) | ${f(pools, 'restReports', 0)} | |`);
+    console.log(
+      `| rollout: member reports the pool received / member of N | ${f(pools, 'rolloutReportsPerMember', 2)} | |`,
+    );
+    console.log(`| rollout: pool history events / member of N | ${f(pools, 'rolloutPoolEventsPerMember', 2)} | |`);
     console.log(`| at rest: events / member-hour (window) | ${f(pools, 'memberEventsPerHour', 1)} | |`);
     console.log(`| at rest: pool workflow events / hour (window) | ${f(pools, 'poolEventsPerHour', 1)} | |`);
     console.log(`| at rest: server CPU-s / min | ${f(pools, 'restServerCpuPerMin', 2)} | |`);

@@ -84,7 +84,7 @@ async function healthyMember(f: Fakes, tq: string, started: WorkflowHandle[], po
 
 describe('a pool member', () => {
   it(
-    'reports every change of its summary to the pool, and stays out of discovery until the pool says it serves',
+    'reports the changes of its summary to the pool, and stays out of discovery until the pool says it serves',
     opts,
     async () => {
       const f = new Fakes(e);
@@ -103,12 +103,10 @@ describe('a pool member', () => {
           assert.equal(healthy.serving, false);
           assert.ok(healthy.ip, 'the report carries the address');
           assert.ok(healthy.host, 'the report carries the host');
+          // The way up (Pending … Running) is held and sent as one report at most (the
+          // `pool-report-hold` marker: test/workflows/pool-member-reports.test.ts).
           const states = (await reports(m.pool)).map((r) => r.state);
-          assert.equal(states[0], 'Pending');
-          assert.ok(
-            states.includes('Provisioning') && states.includes('Booting'),
-            `states reported: ${states.join(',')}`,
-          );
+          assert.ok(states.indexOf('Running') <= 1, `states reported: ${states.join(',')}`);
           // Healthy but a spare: not handed out.
           const st = await status(m.handle);
           assert.deepEqual(st.pool, { workflowId: m.pool.workflowId, serving: false });

@@ -1,8 +1,9 @@
-// A proxy that belongs to a pool: it reports every change of its summary (state, health, host,
-// address, role, since when its host does not answer) to the pool workflow, and applies the role
+// A proxy that belongs to a pool: it reports the changes of its summary (state, health, host,
+// address, role, since when its host does not answer) to the pool workflow (those the pool does not
+// act on held and sent together REPORT_HOLD_MS after the last report, the others at once), and applies the role
 // the pool gives it (in discovery or not). A proxy started outside a pool does neither, so its
 // history is what it was.
-import { getExternalWorkflowHandle, patched } from '@temporalio/workflow';
+import { CancellationScope, getExternalWorkflowHandle, patched, sleep } from '@temporalio/workflow';
 import { poolMemberSignal } from '../../contracts/messages.ts';
 import type { MemberReport } from '../../contracts/pool.ts';
 import type { ProxyStatus } from '../../contracts/proxy.ts';
@@ -42,28 +43,114 @@ function reportKey(r: MemberReport): string {
 }
 
 /**
- * Sends the pool the member's summary when it changed since the last report. The signal is not
- * awaited here (the workflow awaits the last one before it ends: a signal whose sender has
+ * Members hold the changes their pool does not act on (see `urgentChange`) and send them, the
+ * latest summary only, REPORT_HOLD_MS after their last report, by a timer; a change the pool acts
+ * on goes out at once and carries whatever was held. Runs recorded before send every change at
+ * once (about 7 reports per member on the way to Healthy and serving; docs/pools.md, "Reports").
+ */
+export const REPORT_HOLD_PATCH = 'pool-report-hold';
+/** How long a member holds a change its pool does not act on, after its last report. */
+export const REPORT_HOLD_MS = 5_000;
+
+/** States the pool tells apart (the others are a member on its way up or up: it acts on health). */
+const ENDING_STATES: ReadonlySet<string> = new Set(['Failed', 'Deleting', 'Deleted']);
+
+/**
+ * Whether `next` differs from the last report sent in what the pool acts on at once: health
+ * (replacement, readiness), the role it applied (availability), its host not answering (host
+ * failure), an ending state (Failed is replaced at once, Deleted is gone) and a move to another
+ * host. Not: the states on the way up (Pending … Running), the first host, the address, the exit
+ * IP, `healthSince` alone, the last error.
+ */
+export function urgentChange(last: MemberReport | undefined, next: MemberReport): boolean {
+  // Before its first report the pool holds a member as Starting: health Unknown, not serving.
+  const was = last ?? {
+    ...next,
+    state: 'Pending',
+    health: 'Unknown',
+    serving: false,
+    host: undefined,
+    hostUnreachableSince: undefined,
+  };
+  const ending = (r: MemberReport): string => (ENDING_STATES.has(r.state) ? r.state : '');
+  return (
+    was.health !== next.health ||
+    was.serving !== next.serving ||
+    ending(was) !== ending(next) ||
+    (was.hostUnreachableSince === undefined) !== (next.hostUnreachableSince === undefined) ||
+    (was.host !== undefined && was.host !== next.host)
+  );
+}
+
+/** A member's reporting: what it last sent, when, and the held report's timer. */
+interface ReportGate {
+  sent?: MemberReport;
+  sentAtMs: number;
+  /** The timer that sends what is held (set while one is armed). */
+  timer?: Promise<void>;
+}
+const gates = new WeakMap<ProxyRun, ReportGate>();
+
+/** The member's summary now (the markers decide what runs recorded before them send). */
+function currentReport(run: ProxyRun, at: string): MemberReport {
+  // Runs recorded before members reported their host's silence send the reports they sent then.
+  const since = run.hostUnreachableSince;
+  // Runs recorded before members reported their exit IP send reports without it (one more
+  // signal per exit-IP change otherwise); asked only once there is one to send.
+  return memberReport(
+    run.status,
+    at,
+    since !== undefined && patched('member-host-unreachable') ? since : undefined,
+    run.status.exitIp !== undefined && patched('member-exit-ip'),
+  );
+}
+
+/** Signals `report` to the pool (not awaited here: see reportToPool). */
+function send(run: ProxyRun, workflowId: string, report: MemberReport, key: string): Promise<void> {
+  run.reported = key;
+  return getExternalWorkflowHandle(workflowId)
+    .signal(poolMemberSignal, report)
+    .catch(() => undefined);
+}
+
+/**
+ * Sends the pool the member's summary when it changed since the last report: at once when the
+ * change is one the pool acts on (urgentChange), else held until REPORT_HOLD_MS after the last
+ * report (the latest summary then, if it still differs). The signal is not awaited here (the
+ * workflow awaits `run.lastReport` before it ends or continues as new: a signal whose sender has
  * completed is not delivered); a pool that is gone (deleted before its member) is no error of
  * the member.
  */
 export function reportToPool(run: ProxyRun, at: string): void {
   const pool = run.input.pool;
   if (pool === undefined) return;
-  // Runs recorded before members reported their host's silence send the reports they sent then.
-  const since = run.hostUnreachableSince;
-  // Runs recorded before members reported their exit IP send reports without it (one more
-  // signal per exit-IP change otherwise); asked only once there is one to send.
-  const report = memberReport(
-    run.status,
-    at,
-    since !== undefined && patched('member-host-unreachable') ? since : undefined,
-    run.status.exitIp !== undefined && patched('member-exit-ip'),
-  );
+  const report = currentReport(run, at);
   const key = reportKey(report);
   if (key === run.reported) return;
-  run.reported = key;
-  run.lastReport = getExternalWorkflowHandle(pool.workflowId)
-    .signal(poolMemberSignal, report)
-    .catch(() => undefined);
+  if (!patched(REPORT_HOLD_PATCH)) {
+    run.lastReport = send(run, pool.workflowId, report, key);
+    return;
+  }
+  let gate = gates.get(run);
+  if (gate === undefined) gates.set(run, (gate = { sentAtMs: Date.now() }));
+  if (urgentChange(gate.sent, report)) {
+    gate.sent = report;
+    gate.sentAtMs = Date.now();
+    run.lastReport = send(run, pool.workflowId, report, key);
+    return;
+  }
+  if (gate.timer !== undefined) return; // the armed timer sends the latest
+  const g = gate;
+  const waitMs = Math.max(1, g.sentAtMs + REPORT_HOLD_MS - Date.now());
+  // Not cancellable: a delete cancels the lifecycle's scope, and the held report must still go.
+  g.timer = CancellationScope.nonCancellable(() => sleep(waitMs)).then(async () => {
+    g.timer = undefined;
+    const latest = currentReport(run, new Date().toISOString());
+    const k = reportKey(latest);
+    if (k === run.reported) return;
+    g.sent = latest;
+    g.sentAtMs = Date.now();
+    await send(run, pool.workflowId, latest, k);
+  });
+  run.lastReport = g.timer;
 }
