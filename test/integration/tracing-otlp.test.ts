@@ -3,25 +3,31 @@
  * the OpenTelemetry SDK's standard variables) exports its spans over OTLP to a real Jaeger v2
  * (scripts/jaeger: built from the Go module proxy, loopback, in-memory storage), and Jaeger's
  * query API returns one trace holding the workflow, activity and libvirt RPC spans, linked parent
- * to child. A receiver that does not answer does not stop the worker: its spans are dropped and one
- * warning is logged.
+ * to child. With the API (bin/api) exporting too, a `POST /v1/proxies` is one trace from the
+ * request's span through the proxy workflow and its activities to their libvirt RPCs. A receiver
+ * that does not answer does not stop the worker: its spans are dropped and one warning is logged.
  *
  * Needs: the dev server and the test hosts (as every integration test); `scripts/jaeger up` is
  * called here (idempotent; a cold first run builds Jaeger, minutes) and Jaeger is left running.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { execFile, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { after, before, it } from 'node:test';
 import type { Client } from '@temporalio/client';
 import { HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
 import type { ProviderHealthResult } from '../../contracts/fleet.ts';
-import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
-import { connectClient, PROJECT_ROOT, pollUntil, uniqueId } from '../support/temporal.ts';
+import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../contracts/proxy.ts';
+import { writeTokens } from '../support/api.ts';
+import { deleteAll, fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
+import { ImageMirror } from '../support/mirror.ts';
+import { connectClient, PROJECT_ROOT, pollUntil, uniqueId, withTimeout } from '../support/temporal.ts';
 import { loadTestHosts } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -37,6 +43,7 @@ interface JaegerSpan {
   operationName: string;
   references: { refType: string; traceID: string; spanID: string }[];
   processID: string;
+  tags: { key: string; value: unknown }[];
 }
 interface JaegerTrace {
   traceID: string;
@@ -57,17 +64,37 @@ after(async () => {
   if (tmp) await rm(tmp, { recursive: true, force: true });
 });
 
-async function workerOn(prefix: string, env: Record<string, string>) {
+async function workerOn(prefix: string, env: Record<string, string>, imageUrl = 'http://127.0.0.1:9/empty.qcow2') {
   const run = Date.now().toString(36);
+  const entry = `${prefix}${run}`;
   const config = fleetConfig({
-    entry: `${prefix}${run}`,
+    entry,
     ownerUid: `uid-${run}`,
     hosts: [loadTestHosts()[0]!],
-    images: { empty: { url: 'http://127.0.0.1:9/empty.qcow2' } },
+    images: { empty: { url: imageUrl } },
   });
   const taskQueue = uniqueId(prefix);
   const worker = await spawnWorker(await writeProvidersFile(tmp, config), taskQueue, 90_000, env);
-  return { worker, taskQueue };
+  return { worker, taskQueue, entry };
+}
+
+/** The traces of `service` in Jaeger (its query API), each with every span of the trace, any service's. */
+async function jaegerTraces(service: string): Promise<JaegerTrace[]> {
+  const res = await fetch(`${QUERY}/api/traces?service=${encodeURIComponent(service)}&limit=50`, {
+    signal: AbortSignal.timeout(5_000),
+  });
+  if (!res.ok) return [];
+  return ((await res.json()) as { data: JaegerTrace[] | null }).data ?? [];
+}
+
+/** The parent of a span in `trace` (its CHILD_OF reference, which must be in the same trace). */
+function parentIn(trace: JaegerTrace): (s: JaegerSpan) => JaegerSpan | undefined {
+  const byId = new Map(trace.spans.map((s) => [s.spanID, s]));
+  return (s) => {
+    const ref = s.references.find((r) => r.refType === 'CHILD_OF');
+    if (ref) assert.equal(ref.traceID, trace.traceID, `${s.operationName}'s parent is in the same trace`);
+    return ref ? byId.get(ref.spanID) : undefined;
+  };
 }
 
 async function runHealth(taskQueue: string): Promise<void> {
@@ -110,14 +137,8 @@ it(
     assert.ok(!worker.lines.some((l) => l.includes('trace export failed')), 'no export failed');
 
     const trace = await pollUntil(
-      async () => {
-        const res = await fetch(`${QUERY}/api/traces?service=${encodeURIComponent(service)}&limit=50`, {
-          signal: AbortSignal.timeout(5_000),
-        });
-        if (!res.ok) return undefined;
-        const body = (await res.json()) as { data: JaegerTrace[] | null };
-        return (body.data ?? []).find((t) => t.spans.some((s) => s.operationName === 'RunActivity:surveyHosts'));
-      },
+      async () =>
+        (await jaegerTraces(service)).find((t) => t.spans.some((s) => s.operationName === 'RunActivity:surveyHosts')),
       {
         timeoutMs: 30_000,
         intervalMs: 500,
@@ -126,12 +147,7 @@ it(
     );
 
     const names = [...new Set(trace.spans.map((s) => s.operationName))].sort();
-    const byId = new Map(trace.spans.map((s) => [s.spanID, s]));
-    const parentOf = (s: JaegerSpan): JaegerSpan | undefined => {
-      const ref = s.references.find((r) => r.refType === 'CHILD_OF');
-      if (ref) assert.equal(ref.traceID, trace.traceID, `${s.operationName}'s parent is in the same trace`);
-      return ref ? byId.get(ref.spanID) : undefined;
-    };
+    const parentOf = parentIn(trace);
     for (const s of trace.spans) {
       assert.equal(trace.processes[s.processID]?.serviceName, service, `${s.operationName} comes from ${service}`);
     }
@@ -189,5 +205,178 @@ it(
       Number(dropped['droppedSpans']) > Number(warnings[0]!['spans']),
       `more exports failed after the warning (${String(dropped['droppedSpans'])} dropped, ${String(warnings[0]!['spans'])} in the first) without another`,
     );
+  },
+);
+
+/** Runs the API (bin/api, as operators start it) on a free port; resolves with its URL once it listens. */
+async function spawnApi(
+  tokenFile: string,
+  taskQueue: string,
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; lines: string[]; url: string; stop(): Promise<void> }> {
+  const child = spawn(
+    process.execPath,
+    [join(PROJECT_ROOT, 'bin/api'), '--token-file', tokenFile, '--port', '0', '--task-queue', taskQueue],
+    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info', ...env } },
+  );
+  const lines: string[] = [];
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const listening = new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      lines.push(line);
+      const m = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(line);
+      if (m && line.includes('"api listening"')) resolve(m[1]!);
+    });
+    createInterface({ input: child.stderr }).on('line', (line) => lines.push(`stderr: ${line}`));
+    void exited.then(() => reject(new Error(`the API exited before it listened:\n${lines.join('\n')}`)));
+  });
+  const stop = async (): Promise<void> => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    await withTimeout(exited, 20_000, 'the API process to stop');
+  };
+  try {
+    return { child, lines, url: await withTimeout(listening, 30_000, 'the API process to listen'), stop };
+  } catch (err) {
+    child.kill('SIGKILL');
+    throw err;
+  }
+}
+
+it(
+  'POST /v1/proxies is one trace: the API request span, the proxy workflow, its activities and their libvirt RPCs',
+  { timeout: 300_000 },
+  async () => {
+    const service = uniqueId('ep-otlp');
+    const [apiService, workerService] = [`${service}-api`, `${service}-worker`];
+    // An empty disk: the proxy is placed, its base uploaded, its VM defined and started (it never
+    // answers health checks; it need not).
+    const mirror = await ImageMirror.start();
+    const disk = join(tmp, 'empty.qcow2');
+    await pexec('qemu-img', ['create', '-q', '-f', 'qcow2', disk, '64M'], { timeout: 20_000 });
+    const imageUrl = mirror.serve(`/${service}/empty.qcow2`, await readFile(disk));
+    const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: OTLP_HTTP };
+    const { worker, taskQueue, entry } = await workerOn('oa', { ...otel, OTEL_SERVICE_NAME: workerService }, imageUrl);
+    const tokens = await writeTokens(tmp);
+    const name = 't1';
+    const handle = client.workflow.getHandle(proxyWorkflowId(entry, name));
+    const auth = { authorization: `Bearer ${tokens.admin}` };
+    let api: Awaited<ReturnType<typeof spawnApi>> | undefined;
+    try {
+      api = await spawnApi(tokens.file, taskQueue, { ...otel, OTEL_SERVICE_NAME: apiService });
+      const url = api.url;
+      assert.ok(
+        parsed(api.lines).some((l) => l.msg === 'traces exported over OTLP' && l['serviceName'] === apiService),
+        'the API said where its traces go',
+      );
+      // The worker published its catalog before it polled; the API may read it a moment later.
+      const created = await pollUntil(
+        async () => {
+          const res = await fetch(`${url}/v1/proxies`, {
+            method: 'POST',
+            headers: { ...auth, 'content-type': 'application/json' },
+            body: JSON.stringify({ name, entry, imageKey: 'empty' }),
+            signal: AbortSignal.timeout(15_000),
+          });
+          return res.status === 422 ? undefined : { status: res.status, body: await res.text() };
+        },
+        { timeoutMs: 30_000, intervalMs: 500, what: `the API to accept entry ${entry}` },
+      );
+      assert.equal(created.status, 201, created.body);
+      // Booting: the VM was defined and started (createProxyVm's libvirt RPCs ran).
+      const state = await pollUntil(
+        async () => {
+          const res = await fetch(`${url}/v1/proxies/${entry}/${name}`, {
+            headers: auth,
+            signal: AbortSignal.timeout(15_000),
+          });
+          const body = (await res.json()) as { proxy?: { state?: string }; status?: { state?: string } };
+          const s = body.status?.state ?? body.proxy?.state;
+          return s === 'Booting' || s === 'Running' || s === 'Failed' ? s : undefined;
+        },
+        { timeoutMs: 180_000, intervalMs: 1_000, what: `${entry}/${name} to boot` },
+      );
+      assert.notEqual(state, 'Failed', `the proxy failed: ${JSON.stringify(await handle.describe())}`);
+      // The workflow's span ends (and is exported) when the workflow does: delete it.
+      const del = await fetch(`${url}/v1/proxies/${entry}/${name}?wait=true&waitMs=120000`, {
+        method: 'DELETE',
+        headers: auth,
+        signal: AbortSignal.timeout(130_000),
+      });
+      const deleted = (await del.json()) as { done?: boolean; state?: string };
+      assert.deepEqual([del.status, deleted.done, deleted.state], [200, true, 'Deleted'], JSON.stringify(deleted));
+    } finally {
+      await deleteAll(client, [handle]); // a proxy the test did not get to delete: no domain left behind
+      // SIGTERM: both flush their last batch at shutdown.
+      await api?.stop();
+      await worker.stop();
+      await mirror.close();
+    }
+    assert.equal(api.child.exitCode, 0, api.lines.slice(-10).join('\n'));
+    assert.equal(worker.child.exitCode, 0, worker.lines.slice(-10).join('\n'));
+    for (const lines of [api.lines, worker.lines]) {
+      assert.ok(!lines.some((l) => l.includes('trace export failed')), 'no export failed');
+    }
+
+    const isCreate = (s: JaegerSpan): boolean =>
+      s.operationName === 'POST /v1/proxies' &&
+      s.tags.some((t) => t.key === 'http.response.status_code' && Number(t.value) === 201);
+    const request = await pollUntil(async () => (await jaegerTraces(apiService)).find((t) => t.spans.some(isCreate)), {
+      timeoutMs: 30_000,
+      intervalMs: 500,
+      what: `the API's POST /v1/proxies span (service ${apiService}) in Jaeger`,
+    });
+    // The worker's spans reach Jaeger in batches of their own: wait until the workflow's is there.
+    const trace = await pollUntil(
+      async () =>
+        (await jaegerTraces(apiService)).find(
+          (t) => t.traceID === request.traceID && t.spans.some((s) => s.operationName === 'RunActivity:createProxyVm'),
+        ),
+      { timeoutMs: 30_000, intervalMs: 500, what: 'the proxy workflow in the trace of the API request' },
+    ).catch((err: unknown) => {
+      const names = [...new Set(request.spans.map((s) => s.operationName))].sort().join(', ');
+      throw new Error(`${(err as Error).message}; the request's trace holds only: ${names}`, { cause: err });
+    });
+
+    const serviceOf = (s: JaegerSpan): string | undefined => trace.processes[s.processID]?.serviceName;
+    const parentOf = parentIn(trace);
+    /** `s` and its ancestors, nearest first (bounded: a trace is no deeper than its span count). */
+    const lineage = (s: JaegerSpan): JaegerSpan[] => {
+      const out = [s];
+      for (let p = parentOf(s); p !== undefined && out.length <= trace.spans.length; p = parentOf(p)) out.push(p);
+      return out;
+    };
+    const names = [...new Set(trace.spans.map((s) => s.operationName))].sort().join(', ');
+    const root = trace.spans.find(isCreate)!;
+    assert.equal(serviceOf(root), apiService, 'the request span is the API’s');
+    assert.equal(parentOf(root), undefined, 'the request span is the root of the trace');
+    const start = trace.spans.find((s) => s.operationName === `StartWorkflow:${PROXY_WORKFLOW_TYPE}`);
+    assert.ok(start, `the API's workflow start among ${names}`);
+    assert.equal(serviceOf(start), apiService);
+    assert.equal(lineage(start).at(-1)?.spanID, root.spanID, 'the start is under the request span');
+    const workflow = trace.spans.find((s) => s.operationName === `RunWorkflow:${PROXY_WORKFLOW_TYPE}`);
+    assert.ok(workflow, `the proxy workflow's span among ${names}`);
+    assert.equal(serviceOf(workflow), workerService, "the workflow span is the worker's");
+    assert.equal(parentOf(workflow)?.spanID, start.spanID, "the workflow continues the API's start");
+    for (const activity of ['surveyHosts', 'createProxyVm']) {
+      const run = trace.spans.find((s) => s.operationName === `RunActivity:${activity}`);
+      assert.ok(run, `the ${activity} activity among ${names}`);
+      const chain = lineage(run).map((s) => s.operationName);
+      assert.deepEqual(
+        chain.slice(0, 3),
+        [`RunActivity:${activity}`, `StartActivity:${activity}`, `RunWorkflow:${PROXY_WORKFLOW_TYPE}`],
+        `${activity} hangs under the workflow (${chain.join(' <- ')})`,
+      );
+      const rpcs = trace.spans.filter((s) => s.operationName.startsWith('libvirt ') && parentOf(s) === run);
+      assert.ok(rpcs.length > 0, `libvirt RPC spans under ${activity} (${names})`);
+      for (const rpc of rpcs) assert.equal(lineage(rpc).at(-1)?.spanID, root.spanID, `${rpc.operationName} is in it`);
+    }
+    const defines = trace.spans.filter((s) => s.operationName.startsWith('libvirt DOMAIN_DEFINE_XML'));
+    assert.ok(
+      defines.some((s) => parentOf(s)?.operationName === 'RunActivity:createProxyVm'),
+      `the VM's define among the libvirt spans (${names})`,
+    );
+    for (const s of trace.spans) {
+      assert.equal(lineage(s).at(-1)?.spanID, root.spanID, `${s.operationName} descends from the request span`);
+    }
   },
 );
