@@ -24,6 +24,10 @@ import {
 import type { CreatedProxy, DeletedProxy, ResizedProxy } from '../lib/kvm2/index.ts';
 import { connectProbe } from '../lib/probe/connect.ts';
 import { readExitIp } from '../lib/probe/exit-ip.ts';
+import { openDirectTcp } from '../lib/probe/direct.ts';
+import { RouteTable } from '../lib/probe/route.ts';
+import type { ProbePath } from '../lib/probe/route.ts';
+import type { Duplex } from 'node:stream';
 import { errorKind, ProjectError } from '../lib/errors.ts';
 import type { HostSurvey } from '../contracts/fleet.ts';
 import type { ProbeOutcome, ProxySpec, ResolvedProxy, VmReading } from '../contracts/proxy.ts';
@@ -89,6 +93,17 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
     });
   const identity = (p: ResolvedProxy) => ({ ownerUid: p.ownerUid, entry: p.entry, name: p.name });
   const signal = (): AbortSignal => Context.current().cancellationSignal;
+  // The probe's path (health.via, lib/probe/route.ts), logged when it changes for a proxy.
+  const routes = new RouteTable();
+  const paths = new Map<string, string>();
+  const notePath = (p: ResolvedProxy, ip: string, path: ProbePath): void => {
+    const key = `${p.entry}/${p.name}`;
+    const seen = `${ip}|${path.via}|${path.dev ?? ''}`;
+    if (paths.get(key) === seen) return;
+    if (paths.size > 10_000) paths.clear();
+    paths.set(key, seen);
+    Context.current().log.info('probe path', { entry: p.entry, proxy: p.name, ip, ...path });
+  };
 
   return {
     /**
@@ -191,8 +206,10 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
     },
 
     /**
-     * One health probe: a real CONNECT through the proxy's Squid to the entry's target, through the
-     * host's SSH connection (`direct-tcpip` to the guest), so NATed guests are probed the same way.
+     * One health probe: a real CONNECT through the proxy's Squid to the entry's target, straight
+     * over TCP where the worker routes to the guest, else through the host's SSH connection
+     * (`direct-tcpip` to the guest), as `health.via` decides (lib/probe/route.ts): the same bytes
+     * either way; the path is logged ('probe path') when it changes.
      * A failing probe is a result (`ok: false` with the code), not an error. With `readExitIp` (the
      * monitor asks at most once per probe) and `health.egressIpUrl`, a passing probe then reads the
      * exit IP through a second channel to the same Squid (lib/probe/exit-ip.ts); a failed read is
@@ -213,8 +230,16 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
           credentials === undefined
             ? undefined
             : basicProxyAuthorization(readProbeCredentials(credentials, 'squid.auth.probeCredentialsFile'));
-        const session = await registry.probeSession(proxy.entry, input.host, ac);
-        const channel = await session.openTcp(input.ip, proxy.squid.port, { timeoutMs, signal: ac });
+        const path = await routes.pathFor(proxy.health.via ?? 'auto', input.ip);
+        notePath(proxy, input.ip, path);
+        const open = async (s: AbortSignal): Promise<Duplex> =>
+          path.via === 'direct'
+            ? openDirectTcp(input.ip, proxy.squid.port, { timeoutMs, signal: s })
+            : (await registry.probeSession(proxy.entry, input.host, s)).openTcp(input.ip, proxy.squid.port, {
+                timeoutMs,
+                signal: s,
+              });
+        const channel = await open(ac);
         const { latencyMs } = await connectProbe(channel, { target, timeoutMs, signal: ac, proxyAuthorization });
         metrics?.probe.observe({ outcome: 'ok' }, latencyMs / 1000);
         const passed = { ok: true as const, latencyMs: Math.round(latencyMs * 1000) / 1000 };
@@ -223,7 +248,7 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
         // A budget of its own (the probe's may be nearly spent), under the activity's cancellation.
         const exitAc = AbortSignal.any([signal(), AbortSignal.timeout(timeoutMs)]);
         try {
-          const tunnel = await session.openTcp(input.ip, proxy.squid.port, { timeoutMs, signal: exitAc });
+          const tunnel = await open(exitAc);
           const { ip } = await readExitIp(tunnel, { url, timeoutMs, signal: exitAc, proxyAuthorization });
           return { ...passed, exitIp: ip };
         } catch (err) {

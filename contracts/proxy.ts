@@ -187,6 +187,8 @@ export interface ResolvedProxy {
     egressIpUrl?: string;
     /** How often the exit IP is read again, in ms. */
     egressIpIntervalMs?: number;
+    /** How the probe reaches the guest (lib/probe/route.ts; absent in runs resolved before it: auto). */
+    via?: 'auto' | 'direct' | 'ssh';
   };
 }
 

@@ -18,6 +18,7 @@ import { openBlocks } from '../../contracts/cidr.ts';
 import { PORT, VM_LIMITS } from '../../contracts/limits.ts';
 import { DEFAULT_CPU_OVERCOMMIT, DEFAULT_MEMORY_OVERCOMMIT } from '../../contracts/fleet.ts';
 import { exitIpUrlProblem } from '../probe/exit-ip.ts';
+import { HEALTH_VIA } from '../probe/route.ts';
 import { checkCidr, EGRESS_FIELD_HELP, egressFields, egressIssues } from './egress.ts';
 
 /** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters (contracts/limits.ts). */
@@ -122,6 +123,8 @@ export const HealthSchema = z.strictObject({
     .optional(),
   /** The exit IP is read again after this long (and on a proxy's first passing probe), in ms. */
   egressIpIntervalMs: timeoutMs(300_000, 1000),
+  /** How the probe reaches a guest: auto (direct where the worker routes to it), direct or ssh (docs/health.md). */
+  via: z.enum(HEALTH_VIA).default('auto'),
 });
 
 export const ProviderSchema = z.strictObject({
@@ -273,6 +276,10 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
   'providers[].health.egressIpIntervalMs': {
     hint: 'how often the exit IP is read again, in ms (it is read on the first passing probe of a Healthy proxy, then at most once per probe and this often)',
     example: 'egressIpIntervalMs: 300000',
+  },
+  'providers[].health.via': {
+    hint: 'how the probe reaches a guest: auto (straight over TCP where the worker routes the guest address through an interface that carries no default route, else through the host over SSH), direct, or ssh',
+    example: 'via: auto',
   },
   'providers[]': { hint: 'a provider entry (a mapping)', example: '- name: lab' },
   'providers[].name': { hint: 'a unique lowercase identifier naming the entry', example: 'name: lab-a' },
