@@ -63,7 +63,8 @@ ${TEMPORAL_CONNECTION_HELP}
 
 Environment: TEMPORAL_ADDRESS (${DEFAULT_TEMPORAL_ADDRESS}), TEMPORAL_NAMESPACE (${DEFAULT_TEMPORAL_NAMESPACE}), LOG_LEVEL (info),
 EP_API_PAGE_TOKEN_SECRET (key of list page tokens; default random per process: set one secret on
-every replica behind one address).
+every replica behind one address), OTEL_EXPORTER_OTLP_ENDPOINT and the other OTEL_* variables
+(a span per request over OTLP, service egress-proxies-api; docs/monitoring.md, "Traces").
 Exit codes: 0 stopped by a signal, 1 failed while running, 2 bad options or token file.`;
 
 const { values } = parseArgsOrExit(
