@@ -170,6 +170,8 @@ interface PoolRow {
   /** Member reports (signals) the pool received per member, and its history events per member: scale-up, rollout; at rest in all. */
   scaleReportsPerMember: number;
   scalePoolEventsPerMember: number;
+  /** The members' own history events once all are available (their runs so far). */
+  scaleMemberEventsPerMember: number;
   restReports: number;
   rolloutReportsPerMember: number;
   rolloutPoolEventsPerMember: number;
@@ -237,6 +239,7 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
     await sleep(2_000);
     const ids = last.members.map((m) => proxyWorkflowId(ENTRY, m.name));
     const m0 = await historyLengths(client, ids);
+    console.log(`    members' own history events after the scale-up: ${r(m0 / N)} / member`);
     const p0 = (await h.describe()).historyLength;
     const e1 = Date.now();
     const c0 = { server: cpuSeconds(serverPid), worker: process.cpuUsage() };
@@ -295,6 +298,7 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
       rolloutWorkerPeak: roll.worker,
       rolloutServerPeak: roll.server,
       scaleReportsPerMember: ts.reports / N,
+      scaleMemberEventsPerMember: m0 / N,
       scalePoolEventsPerMember: ts.events / N,
       restReports: tr.reports,
       rolloutReportsPerMember: tro.reports / N,
@@ -553,6 +557,7 @@ async function main(): Promise<void> {
       `| scale 0 → N: member reports the pool received / member | ${f(pools, 'scaleReportsPerMember', 2)} | |`,
     );
     console.log(`| scale 0 → N: pool history events / member | ${f(pools, 'scalePoolEventsPerMember', 2)} | |`);
+    console.log(`| scale 0 → N: the member's own history events | ${f(pools, 'scaleMemberEventsPerMember', 1)} | |`);
     console.log(`| at rest: member reports the pool received (window) | ${f(pools, 'restReports', 0)} | |`);
     console.log(
       `| rollout: member reports the pool received / member of N | ${f(pools, 'rolloutReportsPerMember', 2)} | |`,

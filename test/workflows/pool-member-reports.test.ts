@@ -183,6 +183,17 @@ describe('a pool member reports', () => {
             keys.every((k, i) => i === 0 || k !== keys[i - 1]),
             keys.join('\n'),
           );
+          // Each report's `at` is later than the one before (the pool keeps the latest: one
+          // sender's signals can arrive out of order, two from one task at one workflow time).
+          const sent = (await events(m.handle)).flatMap((ev) => {
+            const a = ev.signalExternalWorkflowExecutionInitiatedEventAttributes;
+            const r = a?.signalName === 'member' ? reportOf(a.input?.payloads?.[0]) : undefined;
+            return r === undefined ? [] : [Date.parse(r.at)];
+          });
+          assert.ok(
+            sent.every((t, i) => i === 0 || t > sent[i - 1]!),
+            `report times: ${sent.join(', ')}`,
+          );
           // Up, Healthy, serving, Deleting, Deleted: 5 (every change at once sent 8 here).
           assert.ok(all.length <= 5, `reports: ${all.map((r) => `${r.state}/${r.health}/${r.serving}`).join(', ')}`);
           await record(m.handle, 'pool-member-report-hold');

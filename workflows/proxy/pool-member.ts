@@ -86,6 +86,8 @@ export function urgentChange(last: MemberReport | undefined, next: MemberReport)
 interface ReportGate {
   sent?: MemberReport;
   sentAtMs: number;
+  /** The `at` of the last report sent, ms (each report's is later). */
+  lastAtMs: number;
   /** The timer that sends what is held (set while one is armed). */
   timer?: Promise<void>;
 }
@@ -105,12 +107,26 @@ function currentReport(run: ProxyRun, at: string): MemberReport {
   );
 }
 
-/** Signals `report` to the pool (not awaited here: see reportToPool). */
+/**
+ * Signals `report` to the pool (not awaited here: see reportToPool), its `at` made later than the
+ * member's previous report's: the server does not deliver one sender's signals in order (two
+ * sent in one workflow task share a workflow time, and a later one has been seen to arrive
+ * first), and the pool keeps the report with the latest `at`.
+ */
 function send(run: ProxyRun, workflowId: string, report: MemberReport, key: string): Promise<void> {
+  const gate = gateOf(run);
+  const atMs = Math.max(Date.parse(report.at), gate.lastAtMs + 1);
+  gate.lastAtMs = atMs;
   run.reported = key;
   return getExternalWorkflowHandle(workflowId)
-    .signal(poolMemberSignal, report)
+    .signal(poolMemberSignal, { ...report, at: new Date(atMs).toISOString() })
     .catch(() => undefined);
+}
+
+function gateOf(run: ProxyRun): ReportGate {
+  let gate = gates.get(run);
+  if (gate === undefined) gates.set(run, (gate = { sentAtMs: Date.now(), lastAtMs: -Infinity }));
+  return gate;
 }
 
 /**
@@ -131,8 +147,7 @@ export function reportToPool(run: ProxyRun, at: string): void {
     run.lastReport = send(run, pool.workflowId, report, key);
     return;
   }
-  let gate = gates.get(run);
-  if (gate === undefined) gates.set(run, (gate = { sentAtMs: Date.now() }));
+  const gate = gateOf(run);
   if (urgentChange(gate.sent, report)) {
     gate.sent = report;
     gate.sentAtMs = Date.now();
