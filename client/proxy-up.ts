@@ -1,7 +1,8 @@
 // `egressctl proxy up`: starts a proxy's lifecycle workflow (ID `proxy/<entry>/<name>`) as the API
 // does (proxies.ts: the same spec finds the run already open, another spec is a conflict), then follows its `status` query until the proxy is Healthy, printing progress
 // (state changes, image upload bytes and rate, boot, address, probes) on stderr; at the end, its
-// address, a `curl` line that uses it and the Web UI link to its run. Stdout gets one JSON line.
+// address, a `curl` line that uses it (run here where this machine routes to the guest, else on
+// its host over SSH) and the Web UI link to its run. Stdout gets one JSON line.
 import type { Client } from '@temporalio/client';
 import { proxyWorkflowId } from '../contracts/proxy.ts';
 import type { ProxySpec, ProxyStatus } from '../contracts/proxy.ts';
@@ -21,6 +22,11 @@ export interface ProxyUpOptions {
    * not read files). Without it the `curl` line names the host and target generically.
    */
   loadProviders?: (file: string) => Promise<ProvidersView>;
+  /**
+   * Whether this machine routes to the guest's `ip` (the entry point passes lib/probe/route.ts's
+   * decision, `health.via` of the entry as `via`): the `curl` line then runs here, not on the host.
+   */
+  reachesDirectly?: (ip: string, via: string | undefined) => Promise<boolean>;
   /** Base URL of the Temporal Web UI. */
   webUi: string;
   namespace: string;
@@ -30,7 +36,7 @@ export interface ProxyUpOptions {
 export interface ProvidersView {
   providers: readonly {
     name: string;
-    health: { target?: string | undefined };
+    health: { target?: string | undefined; via?: string | undefined };
     hosts: readonly {
       name: string;
       address: string;
@@ -49,6 +55,8 @@ export interface ProxyUpResult {
   ip: string;
   port: number;
   curl: string;
+  /** Where the `curl` line runs: this machine (it routes to the guest) or the guest's host (over SSH). */
+  curlFrom: 'machine' | 'host';
   webUi: string;
 }
 
@@ -106,8 +114,17 @@ export async function proxyUp(client: Client, o: ProxyUpOptions): Promise<ProxyU
         throw new Error(`proxy ${o.name} failed: ${st.reason ?? ''} ${st.lastError?.message ?? ''}`);
       if (st.state === 'Deleted' || st.state === 'Deleting') throw new Error(`proxy ${o.name} is ${st.state}`);
       if (st.state === 'Running' && st.conditions.Healthy.status === 'True' && st.ip && st.host) {
-        const curl = await curlLine(o, st.host, st.ip, st.port);
-        return { workflowId, reused: running, host: st.host, ip: st.ip, port: st.port, curl, webUi: link };
+        const { curl, from } = await curlLine(o, st.host, st.ip, st.port);
+        return {
+          workflowId,
+          reused: running,
+          host: st.host,
+          ip: st.ip,
+          port: st.port,
+          curl,
+          curlFrom: from,
+          webUi: link,
+        };
       }
     }
     if (performance.now() > deadline) {
@@ -159,10 +176,19 @@ function describeChange(
   }
 }
 
-/** `ssh … <host> curl` through the proxy to the entry's health target (the guest is behind the host's NAT). */
-async function curlLine(o: ProxyUpOptions, hostName: string, ip: string, port: number): Promise<string> {
+/**
+ * `curl` through the proxy to the entry's health target: run here when this machine routes to the
+ * guest (`reachesDirectly`), else as `ssh … <host> curl` (a guest behind its host's NAT).
+ */
+export async function curlLine(
+  o: Pick<ProxyUpOptions, 'entry' | 'providersFile' | 'loadProviders' | 'reachesDirectly'>,
+  hostName: string,
+  ip: string,
+  port: number,
+): Promise<{ curl: string; from: 'machine' | 'host' }> {
   let ssh = `ssh ${hostName}`;
   let url = 'http://<target>/';
+  let via: string | undefined;
   if (o.providersFile !== undefined && o.loadProviders !== undefined) {
     const config = await o.loadProviders(o.providersFile);
     const entry = config.providers.find((e) => e.name === o.entry);
@@ -173,7 +199,10 @@ async function curlLine(o: ProxyUpOptions, hostName: string, ip: string, port: n
       ssh = `ssh${key}${kh} -p ${h.port} ${h.user}@${h.address}`;
     }
     if (entry?.health.target) url = `http://${entry.health.target}/`;
+    via = entry?.health.via;
   }
-  // Squid allows CONNECT only: -p tunnels the request.
-  return `${ssh} curl -sS -p -x http://${ip}:${port} ${url}`;
+  // -p tunnels the request with CONNECT (as the health probe does).
+  const curl = `curl -sS -p -x http://${ip}:${port} ${url}`;
+  if (o.reachesDirectly !== undefined && (await o.reachesDirectly(ip, via))) return { curl, from: 'machine' };
+  return { curl: `${ssh} ${curl}`, from: 'host' };
 }

@@ -5,18 +5,24 @@
  * address, and the real health probe sends CONNECT through the guest's Squid, over the host's SSH
  * connection, to a TCP target this test serves on the host's root-side address, so Squid in the
  * VM really connects out. Then deleteProxy removes the domain, overlay and seed, and the base
- * stays. Then, through the workflows (a worker process on a task queue of its own, the same entry
- * and base), a proxy whose entry has `health.egressIpUrl` on an HTTP server of this test (the
- * host's root-side address, answering each caller's address): its status query and the API's
- * discovery show as `exitIp` the address that server saw (the host's, through its NAT). Needs the
- * Temporal dev server (scripts/temporal up). Each phase's time is printed; every wait is bounded.
- * Traffic goes only to loopback and to the test host's addresses.
+ * stays. On that NAT guest the probe activity itself (health.via auto) goes through the host's SSH
+ * and logs why (its address would leave by the default route). Then, through the workflows (a
+ * worker process on a task queue of its own, the same entry and base, the host's routed network),
+ * a proxy whose entry has `health.egressIpUrl` on an HTTP server of this test (the host's
+ * root-side address, answering each caller's address): the worker logs that it probes it directly
+ * (the route to the guest goes into the host's veth), its status query and the API's discovery
+ * show as `exitIp` the address that server saw (the guest's own: no NAT on a routed network), and
+ * the `curl` line `egressctl proxy up` prints for it runs from this machine. Needs the Temporal
+ * dev server (scripts/temporal up). Each phase's time is printed; every wait is bounded. Traffic
+ * goes only to loopback and to the test host's addresses: a guest address is sent to only after
+ * `ip route get` names the host's veth.
  *
  *   test/e2e/run                      (builds or reuses the image, then runs this file)
  *   EP_E2E_IMAGE=/path/proxy.qcow2 node --test test/e2e/boot.test.ts
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
@@ -37,6 +43,13 @@ import type { CreateProxyInput, EnsuredImage } from '../../lib/kvm2/index.ts';
 import { errorKind } from '../../lib/errors.ts';
 import type { ResolvedSquid } from '../../contracts/squid.ts';
 import { connectProbe } from '../../lib/probe/connect.ts';
+import { openDirectTcp } from '../../lib/probe/direct.ts';
+import { reachesDirectly } from '../../lib/probe/route.ts';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createProxyActivities } from '../../activities/proxy.ts';
+import { HostRegistry } from '../../activities/hosts.ts';
+import { loadProvidersFile } from '../../lib/config/index.ts';
+import { curlLine } from '../../client/proxy-up.ts';
 import type { Link } from '../../lib/hostlink/link.ts';
 import { HostLinks } from '../../lib/hostlink/pool.ts';
 import { sleep, within } from '../support/bounded.ts';
@@ -77,6 +90,14 @@ const WORKFLOW_HEALTHY_BOUND_MS = 8 * 60_000;
 /** Discovery lists it once the visibility store has its search attributes. */
 const DISCOVERY_BOUND_MS = 60_000;
 const exitProxyName = 'exit';
+
+const pexec = promisify(execFile);
+
+/** The interface this machine's kernel picks for `addr` (`ip route get`: a lookup, nothing is sent). */
+async function routeDev(addr: string): Promise<string | undefined> {
+  const { stdout } = await pexec('ip', ['-j', 'route', 'get', addr], { timeout: 5000 });
+  return (JSON.parse(stdout) as { dev?: string }[])[0]?.dev;
+}
 
 /** Seconds with one decimal, for the timing lines. */
 const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
@@ -334,6 +355,58 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     assert.equal(target.peers.at(-1), host.address);
   });
 
+  it('on the NAT network the probe activity (health.via auto) goes through the host over SSH and logs why', async () => {
+    const ip = guestIp;
+    assert.ok(ip, 'the address step passed');
+    assert.ok(imageUrl, 'the image step passed');
+    // The NAT guest's address is not routed into the host: from here it would leave by the
+    // default route, so the activity must not try it directly.
+    assert.notEqual(await routeDev(ip), host.vethRoot);
+    const config = fleetConfig({
+      entry,
+      ownerUid: owner,
+      hosts: [host],
+      images: { proxy: { url: imageUrl, sha256: imageSha } },
+      health: { probeTimeoutMs: PROBE_TIMEOUT_MS },
+    });
+    config.providers[0]!.health.target = `${host.rootSideAddress}:${target.port}`;
+    const registry = new HostRegistry(config);
+    const logged: { message: string; meta?: Record<string, unknown> }[] = [];
+    const push = (message: string, meta?: Record<string, unknown>): void => void logged.push({ message, meta });
+    const logger = {
+      log: (_level: string, message: string, meta?: Record<string, unknown>) => push(message, meta),
+      trace: push,
+      debug: push,
+      info: push,
+      warn: push,
+      error: push,
+    };
+    try {
+      const acts = createProxyActivities(registry);
+      /** Runs `fn` in an activity context of its own (the activity's log goes to `logged`). */
+      const inActivity = <T>(fn: () => Promise<T>): Promise<T> =>
+        new MockActivityEnvironment(undefined, { logger }).run<[], T, () => Promise<T>>(fn);
+      const proxy = await inActivity(() => acts.resolveProxy({ name: proxyName, entry, imageKey: 'proxy' }));
+      assert.equal(proxy.health.via, 'auto');
+      const peersBefore = target.peers.length;
+      const outcome = await within(
+        inActivity(() => acts.probeProxy({ proxy, host: host.name, ip })),
+        60_000,
+        'probeProxy',
+      );
+      assert.equal(outcome.ok, true, JSON.stringify(outcome));
+      assert.ok(target.peers.length > peersBefore, "the CONNECT reached the test's target");
+      const path = logged.find((l) => l.message === 'probe path');
+      assert.ok(path, `a 'probe path' line; logged: ${logged.map((l) => l.message).join(', ')}`);
+      say(`NAT guest probe path: ${JSON.stringify(path.meta)}`);
+      assert.equal(path.meta?.['via'], 'ssh');
+      assert.equal(path.meta?.['ip'], guestIp);
+      assert.match(String(path.meta?.['reason']), /a default route's interface/);
+    } finally {
+      registry.close();
+    }
+  });
+
   it("the image's guest agent reports the same address", async () => {
     assert.ok(guestIp, 'the address step passed');
     // The lease usually answers first; the agent (the address source that works on any network)
@@ -380,8 +453,11 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     assert.ok(vols.includes(image.volumeName), 'base survives');
   });
 
-  it('through the workflows: the status query and discovery show as exitIp the address the target saw', async () => {
+  it('through the workflows on the routed network: probed directly, exitIp the address the target saw, the curl line runs here', async () => {
     assert.ok(image, 'the image step passed');
+    const routedNetwork = host.routedNetwork;
+    const routedCidr = host.routedNetworkCidr;
+    assert.ok(routedNetwork && routedCidr, 'ep-h1 describes its routed network (test/hosts/testhost up adds it)');
     // An HTTP server on the host's root-side address: the health target (Squid only connects) and
     // the exit-IP URL, answering each caller's address and recording it.
     const seen: string[] = [];
@@ -408,6 +484,10 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
       main.health.target = `${root}:${port}`;
       main.health.egressIpUrl = `http://${root}:${port}/ip`;
       main.squid.allowDestinations = [`${root}/32`];
+      // The routed network: its guests answer this machine (direct probes and the curl line come
+      // from this machine's end of the veth, the root-side address).
+      main.network = routedNetwork;
+      main.squid.allowedClientCidrs = [routedCidr, `${root}/32`];
       tmp = await mkdtemp(join(tmpdir(), 'ep-e2e-boot-'));
       const providersFile = await writeProvidersFile(tmp, config);
       client = await connectClient();
@@ -442,8 +522,9 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
       say(`${exitProxyName}: Healthy values seen while Running: ${[...healths].join(', ')}`);
       assert.ok(seen.length >= 1, 'the exit-IP URL was read through the proxy');
       assert.equal(st.exitIp, seen.at(-1), 'the status shows the address the target saw');
-      // Through the host's NAT, the target sees the host's own address.
-      assert.equal(st.exitIp, host.address);
+      // On the routed network (no NAT) the target sees the guest's own address.
+      assert.ok(st.ip, 'the status has the address');
+      assert.equal(st.exitIp, st.ip);
       assert.ok(st.health.exitIpAt, 'the time of the read');
       // The line is written before the monitor returns, but reaches this process through the
       // worker's stdout, which may be read after the status query's answer: wait for it, bounded.
@@ -460,7 +541,23 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
             .slice(-5)
             .join('\n'),
       );
-      assert.ok(logged.includes(host.address), logged);
+      assert.ok(logged.includes(st.ip), logged);
+      // The worker's probes went straight over TCP, and its log says so.
+      let pathLine: string | undefined;
+      for (let i = 0; i < 100 && pathLine === undefined; i++) {
+        pathLine = worker.lines.find((l) => l.includes('probe path') && l.includes(st.ip!));
+        if (pathLine === undefined) await sleep(100);
+      }
+      assert.ok(
+        pathLine,
+        `the worker logged its probe path: ${worker.lines
+          .filter((l) => /probe/.test(l))
+          .slice(-5)
+          .join('\n')}`,
+      );
+      say(`${exitProxyName}: ${pathLine}`);
+      assert.match(pathLine, /"via":"direct"/);
+      assert.ok(pathLine.includes(`"dev":"${String(host.vethRoot)}"`), pathLine);
       assert.ok(
         ![...healths].some((h) => h.startsWith('False')),
         `never False while booting: ${[...healths].join(', ')}`,
@@ -492,6 +589,26 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
         assert.equal(listed.address, `${st.ip}:${SQUID_PORT}`);
         assert.equal(listed.exitIp, seen.at(-1), 'discovery shows the address the target saw');
         say(`${exitProxyName}: discovery ${listed.address} exitIp ${listed.exitIp}; the target saw ${seen.join(', ')}`);
+
+        // Discovery's ip:port works from this machine, which routes to the guest network (checked
+        // first: the kernel's route to the guest goes into the host's veth).
+        assert.equal(await routeDev(st.ip), host.vethRoot);
+        const sock = await openDirectTcp(st.ip, SQUID_PORT, { timeoutMs: PROBE_TIMEOUT_MS });
+        const direct = await connectProbe(sock, { target: `${root}:${port}`, timeoutMs: PROBE_TIMEOUT_MS });
+        assert.equal(direct.status, 200);
+
+        // The curl line `egressctl proxy up` prints for it runs here, and answers.
+        const line = await curlLine(
+          { entry, providersFile, loadProviders: loadProvidersFile, reachesDirectly },
+          host.name,
+          st.ip,
+          SQUID_PORT,
+        );
+        say(`${exitProxyName}: curl line (${line.from}): ${line.curl}`);
+        assert.equal(line.from, 'machine');
+        assert.match(line.curl, /^curl /);
+        const { stdout } = await pexec('sh', ['-c', line.curl], { timeout: 30_000 });
+        assert.equal(stdout, 'hello from the e2e exit-IP target\n');
       } finally {
         await app.close();
       }
