@@ -23,7 +23,8 @@
  *   node bench/pool.ts [--n 100] [--runs 2] [--window-s 60] [--interval-ms 2000] [--min-healthy-ms 1000]
  *                      [--drain-ms 0] [--checkpoint] [--no-anchor] [--port 7392]
  * --spare-trials K: K alternating trials of a scale-up by one from a warm spare and without one.
- * --no-anchor leaves the manual replacement out (to fit N = 1,000 in a bounded run).
+ * --no-anchor leaves the manual replacement out (to fit N = 1,000 in a bounded run); --no-rollout
+ *   the pool's rollout (its figures then describe a pool already Ready: no replacement).
  * --shared-queue runs the pools on the members' task queue (as before pools had their own:
  *   contracts/task-queues.ts), to show what the queue of their own changes.
  */
@@ -47,7 +48,7 @@ import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, median, ratio, spread } from './lib/stats.ts';
 
 const USAGE =
-  'node bench/pool.ts [--n 100] [--runs 2] [--window-s 60] [--interval-ms 2000] [--min-healthy-ms 1000] [--drain-ms 0] [--checkpoint] [--no-anchor] [--spare-trials 0] [--shared-queue] [--port 7392]';
+  'node bench/pool.ts [--n 100] [--runs 2] [--window-s 60] [--interval-ms 2000] [--min-healthy-ms 1000] [--drain-ms 0] [--checkpoint] [--no-anchor] [--spare-trials 0] [--shared-queue] [--no-rollout] [--port 7392]';
 const { values } = parseArgs({
   options: {
     n: { type: 'string', default: '100' },
@@ -62,6 +63,7 @@ const { values } = parseArgs({
     'spare-trials': { type: 'string', default: '0' },
     port: { type: 'string', default: '7392' },
     'shared-queue': { type: 'boolean', default: false },
+    'no-rollout': { type: 'boolean', default: false },
     ...HELP_OPTION,
   },
 });
@@ -218,12 +220,30 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
     await h.executeUpdate(poolScaleUpdate, { args: [{ size: N }] });
     let healthyAt = NaN;
     missedQueries = 0;
-    last = await everySecond('scale-up', async () => {
-      const st = await statusOf(h);
-      if (st === undefined) return undefined;
-      if (Number.isNaN(healthyAt) && st.healthy >= N) healthyAt = performance.now();
-      return st.available >= N ? st : undefined;
-    });
+    let nextNote = t0 + 60_000;
+    try {
+      last = await everySecond('scale-up', async () => {
+        const st = await statusOf(h);
+        if (st === undefined) return undefined;
+        if (Number.isNaN(healthyAt) && st.healthy >= N) healthyAt = performance.now();
+        if (performance.now() >= nextNote) {
+          nextNote += 60_000;
+          console.log(
+            `    scale-up +${r((performance.now() - t0) / 1000, 0)} s: ${st.members.length} members, ${st.healthy} Healthy, ` +
+              `${st.available} available, ${memberStarts.length} starts done (load ${fmtLoad(loadavg())})`,
+          );
+        }
+        return st.available >= N ? st : undefined;
+      });
+    } catch (err) {
+      // Not finished: what the pool received so far, then the failure.
+      const [so] = tallyPoolSignals(await chainEvents(client, h.workflowId, h.firstExecutionRunId), [e0]);
+      console.log(
+        `    scale-up NOT finished: ${so!.reports} reports from ${so!.members} members, ${so!.events} pool events; ` +
+          `fields changed ${JSON.stringify(so!.changed)}`,
+      );
+      throw err;
+    }
     const availableAt = performance.now();
     if (Number.isNaN(healthyAt)) healthyAt = availableAt;
     scale.stop();
@@ -250,20 +270,22 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
     const hours = WINDOW_MS / 3_600_000;
 
     console.log(`    at rest: ${r((m1 - m0) / N / hours)} events / member-hour, pool ${r((p1 - p0) / hours)} / hour`);
-    // 3. Rollout of a new image key.
+    // 3. Rollout of a new image key (unless --no-rollout).
     const e2 = Date.now();
     const roll = new Peaks(serverPid);
     const r0 = performance.now();
-    const accepted = await h.executeUpdate(poolSpecUpdate, { args: [{ template: { imageKey: 'img-b' } }] });
     let minIn = Infinity;
     let maxMembers = 0;
     missedQueries = 0;
+    const revision = values['no-rollout']
+      ? last.revision
+      : (await h.executeUpdate(poolSpecUpdate, { args: [{ template: { imageKey: 'img-b' } }] })).revision;
     last = await everySecond('rollout', async () => {
       const st = await statusOf(h);
       if (st === undefined) return undefined;
       minIn = Math.min(minIn, poolAddresses(st).length);
       maxMembers = Math.max(maxMembers, st.members.length);
-      return st.phase === 'Ready' && st.revision === accepted.revision ? st : undefined;
+      return st.phase === 'Ready' && st.revision === revision ? st : undefined;
     });
     const rolloutS = (performance.now() - r0) / 1000;
     roll.stop();

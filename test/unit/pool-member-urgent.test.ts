@@ -1,8 +1,9 @@
 /**
  * Which changes of a member's report go to its pool at once (workflows/proxy/pool-member.ts
  * urgentChange) and which are held for REPORT_HOLD_MS: the pool acts at once on health, the role
- * the member applied, an ending state, its host not answering and a move; not on the states on
- * the way up, the first host, the address, the exit IP or `healthSince` alone.
+ * the member applied, Failed, Deleted, Deleting while in discovery, its host not answering and a
+ * move; not on the states on the way up, the first host, the address, the exit IP, `healthSince`
+ * alone or Deleting out of discovery.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -21,9 +22,10 @@ const up: MemberReport = {
 };
 const running: MemberReport = { ...up, state: 'Running', host: 'h1', ip: '10.0.0.5' };
 const healthy: MemberReport = { ...running, health: 'True', healthSince: '2026-01-01T00:00:04.000Z' };
+const serving: MemberReport = { ...healthy, serving: true };
 
 describe('a member report sent at once or held', () => {
-  it('holds the way up: the first report, the states up to Running, the host, the address, healthSince, the exit IP', () => {
+  it('holds the way up (the first report, the states up to Running, the host, the address, healthSince), the exit IP, Deleting out of discovery', () => {
     assert.equal(urgentChange(undefined, up), false);
     assert.equal(urgentChange(undefined, running), false);
     assert.equal(urgentChange(up, { ...up, state: 'Provisioning', host: 'h1' }), false);
@@ -35,6 +37,7 @@ describe('a member report sent at once or held', () => {
     assert.equal(urgentChange(running, { ...running, healthSince: '2026-01-01T00:00:01.000Z' }), false);
     assert.equal(urgentChange(healthy, { ...healthy, exitIp: '203.0.113.9' }), false);
     assert.equal(urgentChange(healthy, { ...healthy, lastError: 'X: y' }), false);
+    assert.equal(urgentChange(healthy, { ...healthy, state: 'Deleting' }), false, 'Deleting out of discovery');
   });
 
   it('sends at once what the pool acts on', () => {
@@ -45,7 +48,7 @@ describe('a member report sent at once or held', () => {
     assert.equal(urgentChange({ ...healthy, serving: true }, healthy), true, 'out of discovery');
     assert.equal(urgentChange(running, { ...running, state: 'Failed' }), true, 'Failed');
     assert.equal(urgentChange(undefined, { ...up, state: 'Failed' }), true, 'Failed as the first report');
-    assert.equal(urgentChange(healthy, { ...healthy, state: 'Deleting' }), true, 'Deleting');
+    assert.equal(urgentChange(serving, { ...serving, state: 'Deleting' }), true, 'Deleting while in discovery');
     assert.equal(urgentChange({ ...healthy, state: 'Deleting' }, { ...healthy, state: 'Deleted' }), true, 'Deleted');
     assert.equal(urgentChange(healthy, { ...healthy, hostUnreachableSince: T0 }), true, 'its host silent');
     assert.equal(urgentChange({ ...healthy, hostUnreachableSince: T0 }, healthy), true, 'its host back');

@@ -52,15 +52,22 @@ export const REPORT_HOLD_PATCH = 'pool-report-hold';
 /** How long a member holds a change its pool does not act on, after its last report. */
 export const REPORT_HOLD_MS = 5_000;
 
-/** States the pool tells apart (the others are a member on its way up or up: it acts on health). */
-const ENDING_STATES: ReadonlySet<string> = new Set(['Failed', 'Deleting', 'Deleted']);
+/**
+ * The ending a pool acts on: Failed (replaced at once), Deleted (gone), and Deleting for a member
+ * that still serves (out of discovery at once); a member out of discovery that is being deleted
+ * (the pool's own delete) reports Deleted a moment later, which carries it.
+ */
+function ending(r: MemberReport): string {
+  if (r.state === 'Failed' || r.state === 'Deleted') return r.state;
+  return r.state === 'Deleting' && r.serving ? r.state : '';
+}
 
 /**
  * Whether `next` differs from the last report sent in what the pool acts on at once: health
  * (replacement, readiness), the role it applied (availability), its host not answering (host
- * failure), an ending state (Failed is replaced at once, Deleted is gone) and a move to another
- * host. Not: the states on the way up (Pending … Running), the first host, the address, the exit
- * IP, `healthSince` alone, the last error.
+ * failure), an ending (see `ending`) and a move to another host. Not: the states on the way up
+ * (Pending … Running), the first host, the address, the exit IP, `healthSince` alone, the last
+ * error, Deleting out of discovery.
  */
 export function urgentChange(last: MemberReport | undefined, next: MemberReport): boolean {
   // Before its first report the pool holds a member as Starting: health Unknown, not serving.
@@ -72,7 +79,6 @@ export function urgentChange(last: MemberReport | undefined, next: MemberReport)
     host: undefined,
     hostUnreachableSince: undefined,
   };
-  const ending = (r: MemberReport): string => (ENDING_STATES.has(r.state) ? r.state : '');
   return (
     was.health !== next.health ||
     was.serving !== next.serving ||
