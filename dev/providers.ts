@@ -3,7 +3,8 @@
 // pool, network and domain type). The main job and the CLI use it like any operator's file. Its
 // image is served by the main job's loopback mirror and its health target by the same process
 // (dev/services.ts) on the first host's root-side address, which guests of every test host
-// reach (each host routes 10.231.0.0/16 to the root side).
+// reach (each host routes 10.231.0.0/16 to the root side). Its guests are on the hosts' routed
+// network, which this machine routes to: their addresses answer here.
 //
 //   node dev/providers.ts [--state DIR] [--out FILE] [--target HOST:PORT]
 //
@@ -37,6 +38,17 @@ if (values.help) {
 const hosts = loadTesthostDescriptors(values.state);
 if (hosts.length === 0) throw new Error(`no test hosts in ${values.state}: run test/hosts/testhost up`);
 const first = hosts[0]!;
+// The routed network (test/hosts/README.md): this machine routes its guests' subnets into the
+// hosts' veths, so the proxy's address answers here (discovery's ip:port, the curl line) and the
+// probe goes straight over TCP (health.via auto). Descriptors from before it: the NAT network.
+const routed = hosts.every((h) => h.routedNetwork !== undefined && h.routedNetworkCidr !== undefined);
+const clientCidrs = routed
+  ? [
+      ...hosts.map((h) => h.routedNetworkCidr!),
+      // this machine's end of each host's veth: the source of direct probes and of the curl line
+      ...hosts.map((h) => `${h.rootSideAddress}/32`),
+    ]
+  : hosts.map((h) => h.networkCidr);
 const target = values.target ?? `${first.rootSideAddress}:8481`;
 const doc = {
   providers: [
@@ -45,20 +57,22 @@ const doc = {
       type: 'kvm2',
       hosts: providerHosts(hosts),
       storagePool: first.pool,
-      network: first.network,
+      network: routed ? first.routedNetwork : first.network,
       domainType: first.domainType,
       vm: { vcpus: 1, memoryMiB: 512, diskGiB: 4 },
       // Served by the main job's local image mirror (loopback only).
       images: { proxy: { url: 'http://127.0.0.1:8480/images/proxy.qcow2', format: 'qcow2' } },
-      // The probe reaches Squid through the host's sshd, from the host's NAT bridge address.
-      // The destination policy refuses private addresses unless allowed: the health target lives on
-      // a root-side (private) address, so it is allowed explicitly, and nothing else of the test net.
+      // Clients: this machine (direct probes, the curl line) and the guest networks (a probe through
+      // a host's sshd comes from its bridge address). The destination policy refuses private
+      // addresses unless allowed: the health target lives on a root-side (private) address, so it
+      // is allowed explicitly, and nothing else of the test net.
       squid: {
         port: 3128,
-        allowedClientCidrs: [...new Set(hosts.map((h) => h.networkCidr))],
+        allowedClientCidrs: [...new Set(clientCidrs)],
         allowDestinations: [targetBlock(target)],
       },
-      // The same process answers each caller's address at /ip: every proxy's exit IP.
+      // The same process answers each caller's address at /ip: every proxy's exit IP (on the routed
+      // network the guest's own address; through a NAT, its host's).
       health: { target, intervalMs: 3000, egressIpUrl: `http://${target}/ip` },
     },
   ],
