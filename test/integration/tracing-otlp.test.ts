@@ -11,13 +11,11 @@
  * called here (idempotent; a cold first run builds Jaeger, minutes) and Jaeger is left running.
  */
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { after, before, it } from 'node:test';
 import type { Client } from '@temporalio/client';
@@ -25,9 +23,12 @@ import { HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
 import type { ProviderHealthResult } from '../../contracts/fleet.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../../contracts/proxy.ts';
 import { writeTokens } from '../support/api.ts';
+import { spawnApiProcess } from '../support/api-process.ts';
+import type { ApiProcess } from '../support/api-process.ts';
+import { emptyQcow2 } from '../support/empty-image.ts';
 import { deleteAll, fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
 import { ImageMirror } from '../support/mirror.ts';
-import { connectClient, PROJECT_ROOT, pollUntil, uniqueId, withTimeout } from '../support/temporal.ts';
+import { connectClient, PROJECT_ROOT, pollUntil, uniqueId } from '../support/temporal.ts';
 import { loadTestHosts } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -208,40 +209,6 @@ it(
   },
 );
 
-/** Runs the API (bin/api, as operators start it) on a free port; resolves with its URL once it listens. */
-async function spawnApi(
-  tokenFile: string,
-  taskQueue: string,
-  env: Record<string, string>,
-): Promise<{ child: ChildProcess; lines: string[]; url: string; stop(): Promise<void> }> {
-  const child = spawn(
-    process.execPath,
-    [join(PROJECT_ROOT, 'bin/api'), '--token-file', tokenFile, '--port', '0', '--task-queue', taskQueue],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info', ...env } },
-  );
-  const lines: string[] = [];
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const listening = new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      lines.push(line);
-      const m = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(line);
-      if (m && line.includes('"api listening"')) resolve(m[1]!);
-    });
-    createInterface({ input: child.stderr }).on('line', (line) => lines.push(`stderr: ${line}`));
-    void exited.then(() => reject(new Error(`the API exited before it listened:\n${lines.join('\n')}`)));
-  });
-  const stop = async (): Promise<void> => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-    await withTimeout(exited, 20_000, 'the API process to stop');
-  };
-  try {
-    return { child, lines, url: await withTimeout(listening, 30_000, 'the API process to listen'), stop };
-  } catch (err) {
-    child.kill('SIGKILL');
-    throw err;
-  }
-}
-
 it(
   'POST /v1/proxies is one trace: the API request span, the proxy workflow, its activities and their libvirt RPCs',
   { timeout: 300_000 },
@@ -251,18 +218,16 @@ it(
     // An empty disk: the proxy is placed, its base uploaded, its VM defined and started (it never
     // answers health checks; it need not).
     const mirror = await ImageMirror.start();
-    const disk = join(tmp, 'empty.qcow2');
-    await pexec('qemu-img', ['create', '-q', '-f', 'qcow2', disk, '64M'], { timeout: 20_000 });
-    const imageUrl = mirror.serve(`/${service}/empty.qcow2`, await readFile(disk));
+    const imageUrl = mirror.serve(`/${service}/empty.qcow2`, await emptyQcow2(tmp));
     const otel = { OTEL_EXPORTER_OTLP_ENDPOINT: OTLP_HTTP };
     const { worker, taskQueue, entry } = await workerOn('oa', { ...otel, OTEL_SERVICE_NAME: workerService }, imageUrl);
     const tokens = await writeTokens(tmp);
     const name = 't1';
     const handle = client.workflow.getHandle(proxyWorkflowId(entry, name));
     const auth = { authorization: `Bearer ${tokens.admin}` };
-    let api: Awaited<ReturnType<typeof spawnApi>> | undefined;
+    let api: ApiProcess | undefined;
     try {
-      api = await spawnApi(tokens.file, taskQueue, { ...otel, OTEL_SERVICE_NAME: apiService });
+      api = await spawnApiProcess(tokens.file, taskQueue, { ...otel, OTEL_SERVICE_NAME: apiService });
       const url = api.url;
       assert.ok(
         parsed(api.lines).some((l) => l.msg === 'traces exported over OTLP' && l['serviceName'] === apiService),
@@ -315,6 +280,7 @@ it(
     assert.equal(worker.child.exitCode, 0, worker.lines.slice(-10).join('\n'));
     for (const lines of [api.lines, worker.lines]) {
       assert.ok(!lines.some((l) => l.includes('trace export failed')), 'no export failed');
+      assert.ok(!lines.some((l) => l.includes('trace flush at shutdown cut short')), 'the last batch went out');
     }
 
     const isCreate = (s: JaegerSpan): boolean =>
@@ -325,11 +291,14 @@ it(
       intervalMs: 500,
       what: `the API's POST /v1/proxies span (service ${apiService}) in Jaeger`,
     });
-    // The worker's spans reach Jaeger in batches of their own: wait until the workflow's is there.
+    // The worker's spans reach Jaeger in batches of their own, which Jaeger stores a moment after it
+    // took them: wait for the workflow's span, the last to end (with the workflow, at the delete).
     const trace = await pollUntil(
       async () =>
         (await jaegerTraces(apiService)).find(
-          (t) => t.traceID === request.traceID && t.spans.some((s) => s.operationName === 'RunActivity:createProxyVm'),
+          (t) =>
+            t.traceID === request.traceID &&
+            t.spans.some((s) => s.operationName === `RunWorkflow:${PROXY_WORKFLOW_TYPE}`),
         ),
       { timeoutMs: 30_000, intervalMs: 500, what: 'the proxy workflow in the trace of the API request' },
     ).catch((err: unknown) => {
