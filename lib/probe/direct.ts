@@ -1,11 +1,12 @@
 /**
  * The probe's direct path: a TCP connection from the worker to the guest's Squid, for guests the
- * worker routes to (lib/probe/route.ts decides when). Bounded in time and abortable; the socket
- * is destroyed on every failure.
+ * worker routes to (lib/probe/route.ts decides when). The dial is the SSH transport's own TCP
+ * half (lib/ssh/tcp.ts: bounded, abortable, the socket destroyed on failure); its errors become
+ * probe errors, since no SSH is involved.
  */
-import net from 'node:net';
 import type { Socket } from 'node:net';
-import { settleOnce } from '../wait.ts';
+import { connectTcp } from '../ssh/tcp.ts';
+import { SshAbortedError, SshTimeoutError } from '../ssh/errors.ts';
 import { ProbeFailedError } from './errors.ts';
 
 export interface DirectOptions {
@@ -14,34 +15,18 @@ export interface DirectOptions {
   signal?: AbortSignal;
 }
 
-/** Connects to `host:port` and resolves with the connected socket (`PROBE_TIMEOUT`, `PROBE_CLOSED` when it fails, `PROBE_ABORTED`). */
-export function openDirectTcp(host: string, port: number, options: DirectOptions): Promise<Socket> {
-  const what = `${host.includes(':') ? `[${host}]` : host}:${port}`;
-  return settleOnce<Socket>(
-    {
-      timeoutMs: options.timeoutMs,
-      onTimeout: () =>
-        new ProbeFailedError('PROBE_TIMEOUT', `no TCP connection to ${what} within ${options.timeoutMs} ms (direct)`),
-      signal: options.signal,
-      onAbort: () =>
-        new ProbeFailedError('PROBE_ABORTED', `the direct connection to ${what} was aborted`, {
-          cause: options.signal?.reason,
-        }),
-    },
-    (settle) => {
-      const sock = net.connect({ host, port, noDelay: true });
-      const onConnect = (): void => void settle(undefined, sock);
-      const onError = (err: Error): void =>
-        void settle(
-          new ProbeFailedError('PROBE_CLOSED', `TCP connection to ${what} (direct): ${err.message}`, { cause: err }),
-        );
-      sock.once('connect', onConnect);
-      sock.once('error', onError);
-      return (err) => {
-        sock.off('connect', onConnect);
-        sock.off('error', onError);
-        if (err !== undefined) sock.destroy();
-      };
-    },
-  );
+/**
+ * Connects to `host:port` and resolves with the connected socket. Rejects with
+ * {@link ProbeFailedError}: `PROBE_TIMEOUT`, `PROBE_ABORTED`, or `PROBE_CLOSED` (refused,
+ * unreachable), each message ending in "(direct)".
+ */
+export async function openDirectTcp(host: string, port: number, options: DirectOptions): Promise<Socket> {
+  try {
+    return await connectTcp(host, port, options.timeoutMs, options.signal);
+  } catch (err) {
+    const message = `${err instanceof Error ? err.message : String(err)} (direct)`;
+    if (err instanceof SshTimeoutError) throw new ProbeFailedError('PROBE_TIMEOUT', message, { cause: err });
+    if (err instanceof SshAbortedError) throw new ProbeFailedError('PROBE_ABORTED', message, { cause: err });
+    throw new ProbeFailedError('PROBE_CLOSED', message, { cause: err });
+  }
 }

@@ -37,18 +37,7 @@ security_driver = "none"
 # hosts could collide, so libvirt does not use cgroups here.
 cgroup_controllers = [ ]
 EOF
-  cat >"$S/net-$NET_NAME.xml" <<EOF
-<network>
-  <name>$NET_NAME</name>
-  <forward mode='nat'/>
-  <bridge name='$BRIDGE_NAME' stp='on' delay='0'/>
-  <ip address='$H_GUEST_PREFIX.1' netmask='255.255.255.0'>
-    <dhcp>
-      <range start='$H_GUEST_PREFIX.10' end='$H_GUEST_PREFIX.250'/>
-    </dhcp>
-  </ip>
-</network>
-EOF
+  write_net_xml "$NET_NAME" nat "$BRIDGE_NAME" "$H_GUEST_PREFIX"
   write_routed_net_xml
   # sshd
   rm -f "$S/ssh/ssh_host_ed25519_key" "$S/ssh/ssh_host_ed25519_key.pub"
@@ -89,20 +78,24 @@ Subsystem sftp internal-sftp
 EOF
 }
 
-# The routed network: guests get $H_ROUTED_PREFIX.0/24 addresses that the machine reaches through the
-# host's veth (host_routed adds that route), without NAT: the host forwards between its veth and
-# the bridge, and a guest's connections reach root-side servers from the guest's own address.
-write_routed_net_xml() {
-  cat >"$H_DIR/net-$ROUTED_NET_NAME.xml" <<EOF
+# write_net_xml NAME MODE BRIDGE PREFIX: a libvirt network (forward MODE) on BRIDGE with
+# PREFIX.0/24, gateway .1 and DHCP .10-.250, into $H_DIR/net-NAME.xml.
+write_net_xml() {
+  cat >"$H_DIR/net-$1.xml" <<EOF
 <network>
-  <name>$ROUTED_NET_NAME</name>
-  <forward mode='route'/>
-  <bridge name='$ROUTED_BRIDGE_NAME' stp='on' delay='0'/>
-  <ip address='$H_ROUTED_PREFIX.1' netmask='255.255.255.0'>
+  <name>$1</name>
+  <forward mode='$2'/>
+  <bridge name='$3' stp='on' delay='0'/>
+  <ip address='$4.1' netmask='255.255.255.0'>
     <dhcp>
-      <range start='$H_ROUTED_PREFIX.10' end='$H_ROUTED_PREFIX.250'/>
+      <range start='$4.10' end='$4.250'/>
     </dhcp>
   </ip>
 </network>
 EOF
 }
+
+# The routed network: guests get $H_ROUTED_PREFIX.0/24 addresses that the machine reaches through the
+# host's veth (host_routed adds that route), without NAT: the host forwards between its veth and
+# the bridge, and a guest's connections reach root-side servers from the guest's own address.
+write_routed_net_xml() { write_net_xml "$ROUTED_NET_NAME" route "$ROUTED_BRIDGE_NAME" "$H_ROUTED_PREFIX"; }
