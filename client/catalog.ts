@@ -133,7 +133,14 @@ export function catalogReader(
         };
       }
       if (isTemporalUnavailable(err)) {
-        // A query waits for a worker: one that does not answer is no worker, not a down server.
+        // A query waits for a worker: one that does not answer is no worker, not a down server,
+        // unless the server cannot describe the workflow either (it, or its database, is down):
+        // that is a TemporalUnavailableError, the API's TEMPORAL_UNAVAILABLE, not "start a worker".
+        await withDeadline(client, 'the catalog workflow', o.queryTimeoutMs ?? CATALOG_QUERY_TIMEOUT_MS, () =>
+          h.describe(),
+        ).catch((e: unknown) => {
+          if (isTemporalUnavailable(e)) throw e;
+        });
         return { kind: 'none', reason: `no worker of ${taskQueue} answered the catalog query` };
       }
       throw err;

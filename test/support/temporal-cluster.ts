@@ -40,3 +40,40 @@ export async function clusterUp(): Promise<TemporalSettings> {
   }
   return temporalSettings(env);
 }
+
+/** The TEMPORAL_* variables of `s` (what `scripts/temporal cluster env` exports), for a worker, the API or egressctl. */
+export function clusterEnv(s: TemporalSettings): Record<string, string> {
+  const env: Record<string, string> = { TEMPORAL_ADDRESS: s.address, TEMPORAL_NAMESPACE: s.namespace };
+  if (s.tls?.certFile) env['TEMPORAL_TLS_CERT'] = s.tls.certFile;
+  if (s.tls?.keyFile) env['TEMPORAL_TLS_KEY'] = s.tls.keyFile;
+  if (s.tls?.caFile) env['TEMPORAL_TLS_CA'] = s.tls.caFile;
+  if (s.tls?.serverName) env['TEMPORAL_TLS_SERVER_NAME'] = s.tls.serverName;
+  return env;
+}
+
+/**
+ * Runs `scripts/temporal cluster <args>` (`kill-server`, `pg-stop`, `pg-start`, `up`, ...), bounded
+ * by `timeoutMs`; rejects with the command's last lines of stderr when it fails.
+ */
+export async function clusterCommand(args: string[], timeoutMs = 120_000): Promise<string> {
+  try {
+    const { stderr } = await execFileAsync(script, ['cluster', ...args], { timeout: timeoutMs, encoding: 'utf8' });
+    return stderr;
+  } catch (cause) {
+    const stderr = (cause as { stderr?: string }).stderr ?? '';
+    throw new Error(
+      `scripts/temporal cluster ${args.join(' ')} failed: ${stderr.trim().split('\n').slice(-8).join('\n')}`,
+      {
+        cause,
+      },
+    );
+  }
+}
+
+/**
+ * Puts the cluster back as other tests expect it after a fault: `up` starts PostgreSQL when it was
+ * stopped and the server when it was killed, and waits until it is healthy. For `after` hooks.
+ */
+export async function clusterRestore(): Promise<void> {
+  await clusterCommand(['up'], CLUSTER_UP_TIMEOUT_MS);
+}
