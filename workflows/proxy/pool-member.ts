@@ -46,7 +46,8 @@ function reportKey(r: MemberReport): string {
  * Members hold the changes their pool does not act on (see `urgentChange`) and send them, the
  * latest summary only, REPORT_HOLD_MS after their last report, by a timer; a change the pool acts
  * on goes out at once and carries whatever was held. Runs recorded before send every change at
- * once (about 7 reports per member on the way to Healthy and serving; docs/pools.md, "Reports").
+ * once (about 7 reports per member on the way to Healthy and serving; docs/pools.md, "What goes
+ * at once, what is held").
  */
 export const REPORT_HOLD_PATCH = 'pool-report-hold';
 /** How long a member holds a change its pool does not act on, after its last report. */
