@@ -81,11 +81,26 @@ interface Sample {
   events: number;
   transitions: number;
 }
+/**
+ * describe(), asked again (5 times at most, 1 s apart) when it fails: a loaded dev server
+ * sometimes answers "namespace not found" for a namespace it has.
+ */
+async function describeRetrying(h: WorkflowHandle): ReturnType<WorkflowHandle['describe']> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await h.describe();
+    } catch (err) {
+      if (attempt >= 5) throw err;
+      await sleep(1_000);
+    }
+  }
+}
+
 async function sample(hs: WorkflowHandle[]): Promise<Sample> {
   let events = 0;
   let transitions = 0;
   for (let i = 0; i < hs.length; i += 50) {
-    const ds = await Promise.all(hs.slice(i, i + 50).map((h) => h.describe()));
+    const ds = await Promise.all(hs.slice(i, i + 50).map((h) => describeRetrying(h)));
     for (const d of ds) {
       events += d.historyLength;
       transitions += Number(d.raw.workflowExecutionInfo?.stateTransitionCount ?? 0);
