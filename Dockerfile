@@ -9,10 +9,12 @@ ENV NODE_ENV=production
 WORKDIR /app
 
 # Dependencies first (cached while only sources change). ssh2's optional native crypto builds
-# with the toolchain below and is dropped with it afterwards.
+# with the toolchain below and is dropped with it afterwards. iproute2 stays: `health.via: auto`
+# asks `ip route get` whether the worker routes to a guest (docs/health.md, "Probe path"); without
+# it every probe goes through the host's SSH link.
 COPY package.json package-lock.json ./
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 make g++ \
+ && apt-get install -y --no-install-recommends iproute2 python3 make g++ \
  && npm ci --omit=dev --no-audit --no-fund \
  && apt-get purge -y python3 make g++ && apt-get autoremove -y \
  && rm -rf /var/lib/apt/lists/* /root/.npm
