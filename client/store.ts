@@ -71,6 +71,11 @@ export interface ProxyStore {
   /** Waits up to `timeoutMs` for the workflow to end; undefined if it has not. */
   waitOutcome(entry: string, name: string, timeoutMs: number): Promise<ProxyOutcome | undefined>;
   providerHealth(): Promise<ProviderHealthView | undefined>;
+  /**
+   * The fresh pollers of `taskQueue`'s workflow and activity queues. Asks DescribeNamespace beside
+   * them, which reads the persistence store: the frontend answers DescribeTaskQueue from memory
+   * while the database is down, so that alone would call a server without its database reachable.
+   */
   pollers(taskQueue: string): Promise<Pollers>;
   /** The resize update, waiting up to `waitMs` for it to be applied; undefined: no such proxy. */
   resize(entry: string, name: string, size: VmSize, waitMs: number): Promise<ResizeResult | undefined>;
@@ -201,7 +206,11 @@ export function temporalStore(client: Client, options: TemporalStoreOptions = {}
             taskQueueType,
           }),
         );
-      const [wf, act] = await Promise.all([ask(1), ask(2)]);
+      const [wf, act] = await Promise.all([
+        ask(1),
+        ask(2),
+        call('describe namespace', () => client.workflowService.describeNamespace({ namespace })),
+      ]);
       return { workflow: fresh(wf.pollers), activity: fresh(act.pollers) };
     },
   };
