@@ -15,6 +15,7 @@ import { SA_PROVIDER_ENTRY, SA_PROXY_POOL } from '../../contracts/search-attribu
 import { failureInfo } from '../failures.ts';
 import { quick } from '../stubs.ts';
 import type { PoolAction, PoolState } from './plan.ts';
+import { auditable } from './model.ts';
 import { poolStatus } from './status.ts';
 
 /** How often the pool checks that every member it knows still has an open workflow. */
@@ -72,6 +73,7 @@ export async function apply(
         spreadSlot: creates.indexOf(a.name),
         ...(spec.placement.maxPerHost === undefined ? {} : { maxPerHost: spec.placement.maxPerHost }),
       });
+      if (m !== undefined) m.startedAtMs = Date.now();
       return false;
     } catch (err) {
       // Not started (the ID is taken by another spec, the entry is unknown...): gone again, and
@@ -125,10 +127,16 @@ export async function apply(
   return results.includes(true);
 }
 
-/** Marks members whose workflow is no longer open (a report lost, a termination) as ended. */
-export async function audit(state: PoolState): Promise<void> {
+/**
+ * Marks members whose workflow is no longer open (a report lost, a termination) as ended. With
+ * `started` (the `pool-audit-started` marker) only members whose start went through, counted
+ * from then: a member still waiting for a start slot has no workflow yet, and at 1,000 members
+ * waiting in the start window the audit marked every one not yet started Failed (657 of 1,000 at
+ * 5 minutes into a scale-up; docs/benchmarks.md, "N = 1,000").
+ */
+export async function audit(state: PoolState, started = false): Promise<void> {
   const now = Date.now();
-  const old = state.members.filter((m) => now - m.createdAtMs >= AUDIT_MIN_AGE_MS);
+  const old = auditable(state.members, now, AUDIT_MIN_AGE_MS, started);
   if (old.length === 0) return;
   let open: string[];
   try {

@@ -51,6 +51,8 @@ export const POOL_BACKGROUND_STARTS_PATCH = 'pool-background-starts';
  * for minutes (docs/benchmarks.md, "N = 1,000").
  */
 export const POOL_START_WINDOW_PATCH = 'pool-start-window';
+/** The audit leaves members alone until their start went through (effects.ts audit). */
+export const POOL_AUDIT_STARTED_PATCH = 'pool-audit-started';
 /** Member starts in flight at once, unless the input says otherwise. */
 export const POOL_START_WINDOW = 50;
 
@@ -214,7 +216,7 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
     const wakeAt = Math.min(plan.wakeAtMs ?? Infinity, nextAuditMs);
     if (!dirty) await condition(() => dirty, Math.max(1, wakeAt - now));
     if (Date.now() >= nextAuditMs) {
-      await audit(state);
+      await audit(state, patched(POOL_AUDIT_STARTED_PATCH));
       nextAuditMs = Date.now() + AUDIT_INTERVAL_MS;
     }
   }

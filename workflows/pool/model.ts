@@ -23,6 +23,8 @@ export interface MemberRecord {
   deleteSent?: boolean;
   /** Its start is in flight: it is not deleted before the start settles (else the start could follow the delete). */
   starting?: boolean;
+  /** When its start went through (workflow time): the audit counts a member's age from then. */
+  startedAtMs?: number;
   /** Why the member is to be replaced (recomputed on every pass). */
   condemned?: string;
   /** The member was ever available (Healthy for minHealthyMs). */
@@ -111,6 +113,16 @@ export function memberName(pool: string, taken: ReadonlySet<string>, random: () 
     const name = `${pool}-${s}`;
     if (!taken.has(name)) return name;
   }
+}
+
+/**
+ * The members an audit checks (audit, effects.ts): at least `minAgeMs` old, counted from their
+ * creation, or with `started` (the `pool-audit-started` marker) from their start's success and
+ * never while their start waits for a slot or is in flight (no workflow to find yet).
+ */
+export function auditable(members: MemberRecord[], nowMs: number, minAgeMs: number, started: boolean): MemberRecord[] {
+  if (!started) return members.filter((m) => nowMs - m.createdAtMs >= minAgeMs);
+  return members.filter((m) => m.starting !== true && nowMs - (m.startedAtMs ?? m.createdAtMs) >= minAgeMs);
 }
 
 /** Records a member's report (a stale one, older than the last, is ignored); returns whether it was taken. */
