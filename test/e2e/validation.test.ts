@@ -41,6 +41,8 @@
  *
  *   test/e2e/run      (builds or reuses the image, then runs the boot test and this file)
  *   EP_E2E_IMAGE=/path/proxy.qcow2 node --test test/e2e/validation.test.ts
+ *   EP_E2E_TEMPORAL=cluster ...    the same table on `scripts/temporal cluster` (the Temporal server
+ *                                  on PostgreSQL, mTLS; started if down) instead of the dev server
  *
  * Every wait is bounded; everything this run creates is removed on every path. Traffic goes only
  * to loopback and to ep-h1's addresses.
@@ -77,6 +79,7 @@ import { sleep, within } from '../support/bounded.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
 import type { WorkerProcess } from '../support/fleet.ts';
 import { ImageMirror, sha256Hex } from '../support/mirror.ts';
+import { clusterEnv, clusterUp } from '../support/temporal-cluster.ts';
 import { connectClient, uniqueId } from '../support/temporal.ts';
 import { hostTarget, inHost, loadTestHosts } from '../support/testhosts.ts';
 import type { TestHost } from '../support/testhosts.ts';
@@ -114,6 +117,13 @@ const DIE_AFTER_BYTES = 64 * 1024 * 1024;
 const MiB = 2 ** 20;
 const secs = (ms: number): string => `${(ms / 1000).toFixed(1)} s`;
 const say = (line: string): void => void process.stdout.write(`e2e: ${line}\n`);
+/** The control plane the table runs on: `dev` (the dev server, the default) or `cluster`. */
+const PLANE = process.env['EP_E2E_TEMPORAL'] || 'dev';
+if (PLANE !== 'dev' && PLANE !== 'cluster') {
+  throw new Error(`EP_E2E_TEMPORAL must be dev or cluster, got ${JSON.stringify(PLANE)}`);
+}
+/** What a worker process needs besides its options to reach PLANE (set in before()). */
+let workerEnv: Record<string, string> = {};
 
 interface Row {
   check: string;
@@ -345,7 +355,14 @@ describe('validation through the workflows: the issue table, measured', { timeou
     imageSha = (await readFile(`${path}.sha256`, 'utf8')).split(/\s+/)[0]!;
     assert.equal(sha256Hex(image), imageSha, `${path} matches its .sha256`);
     tmp = await mkdtemp(join(tmpdir(), 'ep-e2e-validation-'));
-    client = await connectClient();
+    if (PLANE === 'cluster') {
+      const cluster = await clusterUp();
+      client = await connectClient(cluster.address, cluster.namespace, { tls: cluster.tls });
+      workerEnv = clusterEnv(cluster);
+    } else {
+      client = await connectClient();
+    }
+    say(`control plane: ${PLANE === 'cluster' ? 'scripts/temporal cluster (PostgreSQL, mTLS)' : 'the dev server'}`);
     mirror = await ImageMirror.start();
     target = await startTarget(host.rootSideAddress, 'hello from the e2e validation target\n');
     links = new HostLinks(hostTarget(host), { defaultTimeoutMs: 30_000 });
@@ -393,7 +410,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     dnsHost = `<host ip='${host['networkGateway'] as string}'><hostname>${privateName}</hostname></host>`;
     await virsh('net-update', host.network, 'add', 'dns-host', dnsHost, '--live');
     taskQueue = uniqueId('e2e-validation');
-    worker = await spawnWorker(providersFile, taskQueue, 120_000);
+    worker = await spawnWorker(providersFile, taskQueue, 120_000, workerEnv);
     say(`entry ${entry}, owner ${owner}, task queue ${taskQueue}, worker pid ${worker.child.pid}`);
   });
 
@@ -709,7 +726,7 @@ describe('validation through the workflows: the issue table, measured', { timeou
     const killedAt = performance.now();
     await worker!.kill();
     say(`worker SIGKILLed while p2 is ${p2Before.state} (libvirt runs the VM) and its guest boots: no address yet`);
-    worker = await spawnWorker(providersFile, taskQueue, 120_000);
+    worker = await spawnWorker(providersFile, taskQueue, 120_000, workerEnv);
     say(`a new worker (pid ${worker.child.pid}) runs after ${secs(performance.now() - killedAt)}`);
 
     // H3 on p1 and p2's road to Healthy, side by side.
