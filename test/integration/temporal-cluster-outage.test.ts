@@ -20,19 +20,19 @@
  * idempotent) and left running and healthy (`after` restores PostgreSQL and the server).
  */
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
-import type { ChildProcess } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@temporalio/client';
 import type { TemporalSettings } from '../../client/connection.ts';
 import { SMOKE_WORKFLOW_TYPE } from '../../contracts/smoke.ts';
 import type { SmokeResult } from '../../contracts/smoke.ts';
+import { spawnApiProcess } from '../support/api-process.ts';
+import type { ApiProcess } from '../support/api-process.ts';
 import { writeTokens } from '../support/api.ts';
 import type { TestTokens } from '../support/api.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
@@ -55,37 +55,6 @@ const MiB = 1024 * 1024;
 /** Bound of one HTTP request to the API: its Temporal calls give up after 10 s (client/). */
 const REQUEST_TIMEOUT_MS = 30_000;
 const OUTAGE_MS = 20_000;
-
-interface ApiProcess {
-  child: ChildProcess;
-  url: string;
-  lines: string[];
-}
-
-/** `bin/api` as a process of its own on a free port, with `env` over this process's. */
-async function spawnApi(tokenFile: string, taskQueue: string, env: Record<string, string>): Promise<ApiProcess> {
-  const child = spawn(
-    process.execPath,
-    [join(PROJECT_ROOT, 'bin/api'), '--token-file', tokenFile, '--port', '0', '--task-queue', taskQueue],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info', ...env } },
-  );
-  const lines: string[] = [];
-  const listening = new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout }).on('line', (line) => {
-      lines.push(line);
-      const m = /"url":"(http:\/\/127\.0\.0\.1:\d+)"/.exec(line);
-      if (m && line.includes('"api listening"')) resolve(m[1]!);
-    });
-    createInterface({ input: child.stderr }).on('line', (line) => lines.push(`stderr: ${line}`));
-    child.once('exit', (code) => reject(new Error(`the API exited (${code}):\n${lines.slice(-20).join('\n')}`)));
-  });
-  try {
-    return { child, lines, url: await withTimeout(listening, 60_000, 'the API process to listen') };
-  } catch (err) {
-    child.kill('SIGKILL');
-    throw err;
-  }
-}
 
 interface Answer {
   status: number;
@@ -212,7 +181,10 @@ describe('cluster mode: scale-out, a killed server, a stopped PostgreSQL', { tim
       // Started one after the other: they share the workflow bundle cache.
       for (let i = 0; i < 2; i++) workers.push(await spawnWorker(providers, taskQueue, 120_000, env));
       const secret = { ...env, EP_API_PAGE_TOKEN_SECRET: randomBytes(32).toString('hex') };
-      apis.push(await spawnApi(tokens.file, taskQueue, secret), await spawnApi(tokens.file, taskQueue, secret));
+      apis.push(
+        await spawnApiProcess(tokens.file, taskQueue, secret, 60_000),
+        await spawnApiProcess(tokens.file, taskQueue, secret, 60_000),
+      );
     },
     { timeout: CLUSTER_UP_TIMEOUT_MS + 300_000 },
   );
@@ -365,6 +337,9 @@ describe('cluster mode: scale-out, a killed server, a stopped PostgreSQL', { tim
       assertUnavailable(read, 'a list while PostgreSQL is down');
       const write = await create(apis[0]!, 'o5', 'empty');
       assertUnavailable(write, 'a create while PostgreSQL is down');
+      const ready = await call(apis[0]!, 'GET', '/readyz');
+      assert.equal(ready.status, 503, `/readyz while PostgreSQL is down: ${JSON.stringify(ready.body)}`);
+      assert.equal(ready.body['temporal'], 'unreachable', JSON.stringify(ready.body));
       const unavailable = await waitLine(worker, 'Temporal unavailable', mark, OUTAGE_MS);
       process.stderr.write(
         `# PostgreSQL down: list 503 in ${Math.round(read.ms)} ms, create 503 in ${Math.round(write.ms)} ms; worker: ${unavailable.slice(0, 300)}\n`,
@@ -386,6 +361,11 @@ describe('cluster mode: scale-out, a killed server, a stopped PostgreSQL', { tim
       },
       { timeoutMs: 60_000, intervalMs: 1_000, what: 'both API replicas to answer 200 again' },
     );
+    await pollUntil(async () => ((await call(apis[0]!, 'GET', '/readyz')).status === 200 ? true : undefined), {
+      timeoutMs: 30_000,
+      intervalMs: 1_000,
+      what: '/readyz to answer 200 again',
+    });
     const results = await smokeResults(sleeping, 120_000);
     results.forEach((r, i) => assert.equal(r.greeting, `hello, pg-${i}`));
     const retried = await create(apis[0]!, 'o5', 'empty');
