@@ -28,7 +28,7 @@ import type { ProxyStatus } from '../contracts/proxy.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../test/support/fleet.ts';
 import { emptyQcow2 } from '../test/support/empty-image.ts';
 import { ImageMirror } from '../test/support/mirror.ts';
-import { clusterUp } from '../test/support/temporal-cluster.ts';
+import { clusterEnv, clusterUp } from '../test/support/temporal-cluster.ts';
 import { connectClient, pollUntil, PROJECT_ROOT, uniqueId } from '../test/support/temporal.ts';
 import { loadTestHosts } from '../test/support/testhosts.ts';
 import { median, percentile as pct } from './lib/stats.ts';
@@ -147,12 +147,7 @@ interface ControlPlane {
 async function controlPlane(plane: Plane): Promise<ControlPlane> {
   if (plane === 'dev') return { plane, client: await connectClient(), workerEnv: {} };
   const s = await clusterUp();
-  const workerEnv: Record<string, string> = { TEMPORAL_ADDRESS: s.address, TEMPORAL_NAMESPACE: s.namespace };
-  if (s.tls?.certFile) workerEnv['TEMPORAL_TLS_CERT'] = s.tls.certFile;
-  if (s.tls?.keyFile) workerEnv['TEMPORAL_TLS_KEY'] = s.tls.keyFile;
-  if (s.tls?.caFile) workerEnv['TEMPORAL_TLS_CA'] = s.tls.caFile;
-  if (s.tls?.serverName) workerEnv['TEMPORAL_TLS_SERVER_NAME'] = s.tls.serverName;
-  return { plane, client: await connectClient(s.address, s.namespace, { tls: s.tls }), workerEnv };
+  return { plane, client: await connectClient(s.address, s.namespace, { tls: s.tls }), workerEnv: clusterEnv(s) };
 }
 
 async function runOnce(
