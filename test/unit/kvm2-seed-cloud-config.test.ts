@@ -12,13 +12,16 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import YAML from 'yaml';
 import {
+  EP_SEED_HEADER,
   SQUID_CONF_PATH,
   assertHostnameLabel,
   buildCloudInitSeed,
+  buildEpSeed,
   buildMetaData,
   buildNetworkConfig,
   buildSquidConf,
   buildUserData,
+  seedWrites,
 } from '../../lib/kvm2/seed/cloud-config.ts';
 import type { CloudInitSpec } from '../../lib/kvm2/seed/cloud-config.ts';
 import { Kvm2BuildError } from '../../lib/kvm2/build-errors.ts';
@@ -325,5 +328,33 @@ describe('network-config and the whole seed', () => {
     assert.equal(plain.userData, buildUserData(SPEC));
     assert.equal(buildCloudInitSeed({ ...SPEC, network: 'image' }).networkConfig, undefined);
     assert.equal(buildCloudInitSeed({ ...SPEC, network: 'virtio' }).networkConfig, buildNetworkConfig('virtio'));
+  });
+});
+
+describe('ep-seed (what the project image applies without cloud-init)', () => {
+  it('holds the same hostname and the same files, byte for byte, as user-data', () => {
+    const lines = buildEpSeed(FULL).split('\n');
+    assert.equal(lines[0], EP_SEED_HEADER);
+    assert.equal(lines[1], `hostname ${FULL.hostname}`);
+    assert.equal(lines.at(-1), '', 'ends with a newline');
+    const files = lines.slice(2, -1).map((l) => {
+      const [kind, path, permissions, owner, b64, ...rest] = l.split(' ');
+      assert.equal(kind, 'file');
+      assert.deepEqual(rest, [], 'five fields, no spaces inside one');
+      return { path, owner, permissions, content: Buffer.from(b64 ?? '', 'base64').toString('utf8') };
+    });
+    const user = parse11(buildUserData(FULL)) as { write_files: unknown[] };
+    assert.deepEqual(files, user.write_files);
+    assert.deepEqual(files, seedWrites(FULL));
+    assert.deepEqual(
+      files.map((f) => f.path),
+      [SQUID_CONF_PATH, SQUID_USERS_PATH],
+    );
+  });
+
+  it('is part of every seed, and refuses what user-data refuses', () => {
+    assert.equal(buildCloudInitSeed(SPEC).epSeed, buildEpSeed(SPEC));
+    throwsField(() => buildEpSeed({ ...SPEC, hostname: 'a b' }), 'hostname');
+    throwsField(() => buildEpSeed({ ...SPEC, squidPort: 0 }), 'squidPort');
   });
 });
