@@ -20,13 +20,15 @@
  *
  * `--record FILE` appends each boot as a JSON line; `node bench/boot.ts --table-from FILE...` prints
  * the table of recorded boots (several runs, each under its own lock hold, tabled together).
- * `--console-dir DIR` keeps each boot's serial console log.
+ * `--console-dir DIR` keeps each boot's serial console log. `--seed cloud-init` boots each image with
+ * the seed an older provider wrote (no `ep-seed` file), so the image's fallback, cloud-init, applies
+ * it: the same image timed on both paths.
  *
  * Needs root and `test/hosts/testhost up` (the Temporal server is not used). Every wait is
  * bounded (--bound-s per boot); every proxy, base and marker volume of the run is removed on
  * every path, SIGINT and SIGTERM included.
  */
-import { appendFile, copyFile, mkdir, readFile } from 'node:fs/promises';
+import { appendFile, copyFile, mkdir, readFile, truncate, writeFile } from 'node:fs/promises';
 import { loadavg } from 'node:os';
 import { basename, dirname } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -40,6 +42,8 @@ import {
 } from '../lib/kvm2/index.ts';
 import type { EnsuredImage } from '../lib/kvm2/index.ts';
 import type { ResolvedSquid } from '../contracts/squid.ts';
+import { buildCloudInitSeed } from '../lib/kvm2/seed/cloud-config.ts';
+import { buildSeedImage } from '../lib/kvm2/seed/seed-image.ts';
 import { connectProbe } from '../lib/probe/connect.ts';
 import type { Link } from '../lib/hostlink/link.ts';
 import { HostLinks } from '../lib/hostlink/pool.ts';
@@ -52,7 +56,7 @@ import { HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, ratio, spread } from './lib/stats.ts';
 
 const USAGE =
-  'node bench/boot.ts --image A.qcow2 [--image B.qcow2 ...] [--boots 5] [--host ep-h1] [--bound-s 240] [--analyze] [--console-dir DIR] [--record FILE] | --table-from FILE...';
+  'node bench/boot.ts --image A.qcow2 [--image B.qcow2 ...] [--boots 5] [--host ep-h1] [--bound-s 240] [--analyze] [--seed ep-seed|cloud-init] [--console-dir DIR] [--record FILE] | --table-from FILE...';
 const { values } = parseArgs({
   options: {
     image: { type: 'string', multiple: true, default: [] },
@@ -60,6 +64,7 @@ const { values } = parseArgs({
     host: { type: 'string', default: 'ep-h1' },
     'bound-s': { type: 'string', default: '240' },
     analyze: { type: 'boolean', default: false },
+    seed: { type: 'string', default: 'ep-seed' },
     'console-dir': { type: 'string' },
     record: { type: 'string' },
     'table-from': { type: 'string', multiple: true, default: [] },
@@ -72,6 +77,9 @@ const IMAGES =
 if (IMAGES.length === 0 && values['table-from'].length === 0)
   throw new Error(`--image must name a proxy.qcow2 (with its .sha256 beside it): ${USAGE}`);
 const BOOTS = Number(values.boots);
+if (values.seed !== 'ep-seed' && values.seed !== 'cloud-init')
+  throw new Error(`--seed must be ep-seed or cloud-init, got ${JSON.stringify(values.seed)}: ${USAGE}`);
+const CLOUD_INIT_SEED = values.seed === 'cloud-init';
 const BOUND_MS = Number(values['bound-s']) * 1000;
 for (const [flag, v] of Object.entries({ boots: BOOTS, 'bound-s': BOUND_MS })) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`--${flag} must be a whole number of at least 1, got ${v}`);
@@ -92,12 +100,13 @@ const STAGES: readonly [string, RegExp][] = [
   ['GRUB: initrd read, kernel starts', /ep-boot: grub starts the kernel/],
   ['kernel: Linux version (not in a quiet kernel)', /Linux version \d/],
   ['systemd: Welcome', /Welcome to /],
+  ['ep-seed: seed applied (no cloud-init)', /ep-seed: applied/],
   ['cloud-init network stage starts', /running 'init'/],
   [
     'cloud-init network stage done',
     /Finished.*cloud-init\.s|Reached target.*cloud-config\.target|Cloud-config availability/,
   ],
-  ['network-online.target (DHCP done)', /Reached target.*network-online/],
+  ['network-online.target', /Reached target.*network-online/],
   ['squid.service started', /Started.*squid\.service/],
   ['cloud-config starts', /running 'modules:config'/],
   ['login prompt', /login:/],
@@ -109,6 +118,7 @@ const SHORT = [
   'grub-i',
   'linux',
   'systemd',
+  'ep-seed',
   'ci-net',
   'ci-net-done',
   'online',
@@ -175,7 +185,7 @@ async function boot(i: number, name: string, analyze: boolean): Promise<Boot> {
   const obj = { entry, name };
   live.add(obj);
   try {
-    await createProxy({
+    const created = await createProxy({
       links: links!,
       ownerUid: owner,
       entry,
@@ -192,6 +202,22 @@ async function boot(i: number, name: string, analyze: boolean): Promise<Boot> {
       reserveBytes: 64 * 1024 * 1024,
       rpcTimeoutMs: 60_000,
     });
+    if (CLOUD_INIT_SEED) {
+      // The seed an older provider wrote (no ep-seed file): stopped while still in the BIOS, the
+      // seed replaced, the console log emptied, started again; the image falls back to cloud-init.
+      await virsh(host, 'destroy', names.domain);
+      const squid = squidOf(host);
+      const { epSeed: _dropped, ...withoutEpSeed } = buildCloudInitSeed({
+        instanceId: names.uuid,
+        hostname: name,
+        squidPort: squid.port,
+        allowedClientCidrs: squid.allowedClientCidrs,
+        ...(squid.egress ? { egress: squid.egress } : {}),
+      });
+      await writeFile(hostPath(host, created.seedPath), buildSeedImage(withoutEpSeed));
+      await truncate(hostPath(host, names.consoleLogPath), 0).catch(() => undefined);
+      await virsh(host, 'start', names.domain);
+    }
     const start = performance.now();
     const deadline = start + BOUND_MS;
     const stages: (number | undefined)[] = STAGES.map(() => undefined);
@@ -302,6 +328,13 @@ async function printAnalysis(domain: string): Promise<void> {
       ['/usr/bin/systemd-analyze', 'time'],
       ['/bin/sh', '-c', 'systemd-analyze blame --no-pager | head -n 15'],
       ['/usr/bin/systemd-analyze', 'critical-chain', '--no-pager', 'squid.service'],
+      // When each unit on the way to the first CONNECT was queued, exec'd and active (monotonic
+      // µs since the kernel started), and the guest's own log lines for the seed and the lease.
+      [
+        '/bin/sh',
+        '-c',
+        'for u in ep-seed.service cloud-init.service ifup@eth0.service squid.service; do systemctl show -p Id -p InactiveExitTimestampMonotonic -p ExecMainStartTimestampMonotonic -p ActiveEnterTimestampMonotonic "$u" | tr "\\n" " "; echo; done; journalctl -b -o short-monotonic --no-pager | grep -E "DHCPACK|bound to|DHCPv4 address|ep-seed:" || true',
+      ],
       // Squid started once (no restart, no reconfigure after cloud-init wrote its configuration).
       [
         '/bin/sh',

@@ -355,6 +355,19 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     assert.equal(target.peers.at(-1), host.address);
   });
 
+  it("the image applied the seed itself (ep-seed) and skipped cloud-init's stages", async () => {
+    assert.ok(guestIp, 'the address step passed');
+    // The console log is the guest's serial console, kept on the host. Without ep-seed (a seed
+    // from an older provider, or a reader that gave up) cloud-init's network stage would have
+    // configured Squid instead, 20-30 s later under TCG (docs/benchmarks.md, "Guest boot").
+    const consoleText = await readFile(hostPath(host, names.consoleLogPath), 'utf8');
+    assert.ok(
+      consoleText.includes(`ep-seed: applied: hostname ${proxyName}, 1 file(s)`),
+      `ep-seed's line on the console; tail:\n${consoleText.split('\n').slice(-40).join('\n')}`,
+    );
+    assert.doesNotMatch(consoleText, /Cloud-init v\. .* running 'init'/, 'cloud-init ran its network stage');
+  });
+
   it('on the NAT network the probe activity (health.via auto) goes through the host over SSH and logs why', async () => {
     const ip = guestIp;
     assert.ok(ip, 'the address step passed');
