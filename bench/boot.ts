@@ -56,7 +56,7 @@ import { HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, ratio, spread } from './lib/stats.ts';
 
 const USAGE =
-  'node bench/boot.ts --image A.qcow2 [--image B.qcow2 ...] [--boots 5] [--host ep-h1] [--bound-s 240] [--analyze] [--seed ep-seed|cloud-init] [--console-dir DIR] [--record FILE] | --table-from FILE...';
+  'node bench/boot.ts --image A.qcow2 [--image B.qcow2 ...] [--boots 5] [--host ep-h1] [--bound-s 240] [--analyze] [--seed ep-seed|cloud-init] [--vcpus 1] [--console-dir DIR] [--record FILE] | --table-from FILE...';
 const { values } = parseArgs({
   options: {
     image: { type: 'string', multiple: true, default: [] },
@@ -65,6 +65,7 @@ const { values } = parseArgs({
     'bound-s': { type: 'string', default: '240' },
     analyze: { type: 'boolean', default: false },
     seed: { type: 'string', default: 'ep-seed' },
+    vcpus: { type: 'string', default: '1' },
     'console-dir': { type: 'string' },
     record: { type: 'string' },
     'table-from': { type: 'string', multiple: true, default: [] },
@@ -81,7 +82,8 @@ if (values.seed !== 'ep-seed' && values.seed !== 'cloud-init')
   throw new Error(`--seed must be ep-seed or cloud-init, got ${JSON.stringify(values.seed)}: ${USAGE}`);
 const CLOUD_INIT_SEED = values.seed === 'cloud-init';
 const BOUND_MS = Number(values['bound-s']) * 1000;
-for (const [flag, v] of Object.entries({ boots: BOOTS, 'bound-s': BOUND_MS })) {
+const VCPUS = Number(values.vcpus);
+for (const [flag, v] of Object.entries({ boots: BOOTS, 'bound-s': BOUND_MS, vcpus: VCPUS })) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`--${flag} must be a whole number of at least 1, got ${v}`);
 }
 
@@ -193,7 +195,7 @@ async function boot(i: number, name: string, analyze: boolean): Promise<Boot> {
       pool: host.pool,
       network: host.network,
       domainType: host.domainType,
-      vcpus: 1,
+      vcpus: VCPUS,
       memoryMiB: 512,
       diskGiB: 4,
       base: { path: image!.path, format: 'qcow2' },
@@ -397,7 +399,7 @@ async function main(): Promise<void> {
       }
     }
   }
-  say(`host ${host.name} (${host.domainType}), ${BOOTS} boots per image, alternating`);
+  say(`host ${host.name} (${host.domainType}), ${VCPUS} vCPU, ${values.seed} seed, ${BOOTS} boots per image, alternating`);
   printTable(boots.map((b) => ({ ...b, imagePath: IMAGES[b.image]! })));
 }
 
