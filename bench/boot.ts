@@ -399,7 +399,9 @@ async function main(): Promise<void> {
       }
     }
   }
-  say(`host ${host.name} (${host.domainType}), ${VCPUS} vCPU, ${values.seed} seed, ${BOOTS} boots per image, alternating`);
+  say(
+    `host ${host.name} (${host.domainType}), ${VCPUS} vCPU, ${values.seed} seed, ${BOOTS} boots per image, alternating`,
+  );
   printTable(boots.map((b) => ({ ...b, imagePath: IMAGES[b.image]! })));
 }
 
