@@ -2,9 +2,9 @@
  * The text of a proxy VM's cloud-init NoCloud seed: `meta-data`, `user-data` (#cloud-config that
  * sets the hostname, writes the whole Squid configuration, enables the guest agent and restarts
  * Squid), `ep-seed` (the same hostname and files for the project's image, which applies them
- * without cloud-init: docs/image.md) and optionally a version 2 `network-config`. Pure. Every value is validated first, then
- * serialized by the yaml package in YAML 1.1 mode (cloud-init's PyYAML reads 1.1, where `yes`,
- * `on` and `0644` are not strings unless quoted).
+ * without cloud-init: docs/image.md) and optionally a version 2 `network-config`. Pure. Every
+ * value is validated first, then serialized by the yaml package in YAML 1.1 mode (cloud-init's
+ * PyYAML reads 1.1, where `yes`, `on` and `0644` are not strings unless quoted).
  */
 import YAML from 'yaml';
 import { parseCidr } from '../../../contracts/cidr.ts';
