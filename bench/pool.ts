@@ -27,8 +27,13 @@
  *   the pool's rollout (its figures then describe a pool already Ready: no replacement).
  * --shared-queue runs the pools on the members' task queue (as before pools had their own:
  *   contracts/task-queues.ts), to show what the queue of their own changes.
+ * --temporal cluster runs on `scripts/temporal cluster` (the Temporal server on PostgreSQL, mTLS;
+ *   started if down) instead of a dev server of its own; "server" RSS and CPU are then the
+ *   Temporal server process's alone (PostgreSQL not counted).
  */
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import type { StartMemberInput } from '../activities/pool.ts';
@@ -46,9 +51,11 @@ import { hostDouble } from './lib/host-double.ts';
 import { chainEvents, tallyPoolSignals } from './lib/pool-signals.ts';
 import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, median, ratio, spread } from './lib/stats.ts';
+import { clusterUp } from '../test/support/temporal-cluster.ts';
+import { PROJECT_ROOT } from '../test/support/temporal.ts';
 
 const USAGE =
-  'node bench/pool.ts [--n 100] [--runs 2] [--window-s 60] [--interval-ms 2000] [--min-healthy-ms 1000] [--drain-ms 0] [--checkpoint] [--no-anchor] [--spare-trials 0] [--shared-queue] [--no-rollout] [--port 7392]';
+  'node bench/pool.ts [--n 100] [--runs 2] [--window-s 60] [--interval-ms 2000] [--min-healthy-ms 1000] [--drain-ms 0] [--checkpoint] [--no-anchor] [--spare-trials 0] [--shared-queue] [--no-rollout] [--port 7392] [--temporal dev|cluster]';
 const { values } = parseArgs({
   options: {
     n: { type: 'string', default: '100' },
@@ -64,10 +71,13 @@ const { values } = parseArgs({
     port: { type: 'string', default: '7392' },
     'shared-queue': { type: 'boolean', default: false },
     'no-rollout': { type: 'boolean', default: false },
+    temporal: { type: 'string', default: 'dev' },
     ...HELP_OPTION,
   },
 });
 printUsageIfAsked(values, USAGE);
+if (values.temporal !== 'dev' && values.temporal !== 'cluster')
+  throw new Error(`--temporal must be dev or cluster, got ${JSON.stringify(values.temporal)}: ${USAGE}`);
 const N = Number(values.n);
 const RUNS = Number(values.runs);
 const WINDOW_MS = Number(values['window-s']) * 1000;
@@ -502,11 +512,18 @@ async function main(): Promise<void> {
   console.log(
     `pool: N=${N}, maxSurge ${SURGE} (10 % rounded up), maxUnavailable 0, minHealthyMs ${MIN_HEALTHY_MS}, drainDelayMs ${DRAIN_MS}, ` +
       `health interval ${INTERVAL_MS} ms, window ${WINDOW_MS / 1000} s, ${RUNS} alternating runs (pool, manual / manual, pool)\n` +
-      'HOSTS AND GUESTS ARE SIMULATED (an in-process host double answers reads and probes); the server is a dev server of its own (SQLite)\n' +
+      `HOSTS AND GUESTS ARE SIMULATED (an in-process host double answers reads and probes); the server is ${values.temporal === 'cluster' ? 'scripts/temporal cluster (PostgreSQL; server figures: the Temporal server process alone)' : 'a dev server of its own (SQLite)'}\n` +
       `load average at start ${fmtLoad(loadavg())}`,
   );
   installQuietRuntime();
-  const server = await startDevServer(PORT, 'pool-bench');
+  const server =
+    values.temporal === 'cluster'
+      ? await (async () => {
+          const settings = await clusterUp();
+          const pidFile = join(PROJECT_ROOT, '.data/temporal-cluster/server.pid');
+          return { settings, pid: Number(readFileSync(pidFile, 'utf8').trim()), stop: () => Promise.resolve() };
+        })()
+      : { settings: PORT, ...(await startDevServer(PORT, 'pool-bench')) };
   try {
     const {
       connection,
@@ -514,7 +531,7 @@ async function main(): Promise<void> {
       worker,
       pools: poolsWorker,
     } = await benchWorker(
-      PORT,
+      server.settings,
       TQ,
       (c: Client) => {
         const pool = createPoolActivities(c, TQ);
