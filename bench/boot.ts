@@ -39,6 +39,7 @@ import {
   getProxy,
   markerVolumeName,
   proxyObjectNames,
+  proxySeedSpec,
 } from '../lib/kvm2/index.ts';
 import type { EnsuredImage } from '../lib/kvm2/index.ts';
 import type { ResolvedSquid } from '../contracts/squid.ts';
@@ -208,14 +209,9 @@ async function boot(i: number, name: string, analyze: boolean): Promise<Boot> {
       // The seed an older provider wrote (no ep-seed file): stopped while still in the BIOS, the
       // seed replaced, the console log emptied, started again; the image falls back to cloud-init.
       await virsh(host, 'destroy', names.domain);
-      const squid = squidOf(host);
-      const { epSeed: _dropped, ...withoutEpSeed } = buildCloudInitSeed({
-        instanceId: names.uuid,
-        hostname: name,
-        squidPort: squid.port,
-        allowedClientCidrs: squid.allowedClientCidrs,
-        ...(squid.egress ? { egress: squid.egress } : {}),
-      });
+      const { epSeed: _dropped, ...withoutEpSeed } = buildCloudInitSeed(
+        proxySeedSpec({ ownerUid: owner, entry, name, squid: squidOf(host) }),
+      );
       await writeFile(hostPath(host, created.seedPath), buildSeedImage(withoutEpSeed));
       await truncate(hostPath(host, names.consoleLogPath), 0).catch(() => undefined);
       await virsh(host, 'start', names.domain);
@@ -335,7 +331,7 @@ async function printAnalysis(domain: string): Promise<void> {
       [
         '/bin/sh',
         '-c',
-        'for u in ep-seed.service cloud-init.service ifup@eth0.service squid.service; do systemctl show -p Id -p InactiveExitTimestampMonotonic -p ExecMainStartTimestampMonotonic -p ActiveEnterTimestampMonotonic "$u" | tr "\\n" " "; echo; done; journalctl -b -o short-monotonic --no-pager | grep -E "DHCPACK|bound to|DHCPv4 address|ep-seed:" || true',
+        'for u in ep-seed.service cloud-init.service ifup@eth0.service systemd-networkd.service systemd-resolved.service squid.service; do systemctl show -p Id -p InactiveExitTimestampMonotonic -p ExecMainStartTimestampMonotonic -p ActiveEnterTimestampMonotonic "$u" | tr "\\n" " "; echo; done; journalctl -b -o short-monotonic --no-pager | grep -E "DHCPACK|bound to|DHCPv4 address|ep-seed:" || true',
       ],
       // Squid started once (no restart, no reconfigure after cloud-init wrote its configuration).
       [

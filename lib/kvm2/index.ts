@@ -2,7 +2,7 @@
  * The kvm2 provider's public surface: what activities, workers and the CLI import. Inner files
  * are the provider's own; import from here.
  */
-export { createProxy } from './proxy/create.ts';
+export { createProxy, proxySeedSpec } from './proxy/create.ts';
 export type { CreateProxyInput, CreatedProxy } from './proxy/create.ts';
 export { deleteProxy } from './proxy/delete.ts';
 export type { DeleteProxyInput, DeletedProxy, Outcome } from './proxy/delete.ts';

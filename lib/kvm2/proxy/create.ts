@@ -11,6 +11,7 @@ import { LibvirtError } from '../../libvirt/errors.ts';
 import type { HostLinks } from '../../hostlink/pool.ts';
 import type { ResolvedSquid } from '../../../contracts/squid.ts';
 import { buildCloudInitSeed } from '../seed/cloud-config.ts';
+import type { CloudInitSpec } from '../seed/cloud-config.ts';
 import { buildDomainXml } from './domain-xml.ts';
 import { buildVolumeXml } from '../volume-xml.ts';
 import { InsufficientCapacity, Kvm2HostSetupError } from '../errors.ts';
@@ -59,20 +60,23 @@ export interface CreatedProxy {
   replaced?: string[];
 }
 
+/** What the proxy's seed says: its instance id and hostname, and its resolved Squid settings. */
+export function proxySeedSpec(input: Pick<CreateProxyInput, 'ownerUid' | 'entry' | 'name' | 'squid'>): CloudInitSpec {
+  return {
+    instanceId: proxyObjectNames(input).uuid,
+    hostname: input.name,
+    squidPort: input.squid.port,
+    allowedClientCidrs: input.squid.allowedClientCidrs,
+    // Absent in runs recorded before the policy existed: the seed's safe default applies.
+    ...(input.squid.egress ? { egress: input.squid.egress } : {}),
+    ...(input.squid.auth ? { auth: input.squid.auth } : {}),
+  };
+}
+
 /** Creates (or converges) the proxy's VM and starts it. */
 export async function createProxy(input: CreateProxyInput): Promise<CreatedProxy> {
   const names = proxyObjectNames(input);
-  const seed = buildSeedImage(
-    buildCloudInitSeed({
-      instanceId: names.uuid,
-      hostname: input.name,
-      squidPort: input.squid.port,
-      allowedClientCidrs: input.squid.allowedClientCidrs,
-      // Absent in runs recorded before the policy existed: the seed's safe default applies.
-      ...(input.squid.egress ? { egress: input.squid.egress } : {}),
-      ...(input.squid.auth ? { auth: input.squid.auth } : {}),
-    }),
-  );
+  const seed = buildSeedImage(buildCloudInitSeed(proxySeedSpec(input)));
   const rpc = rpcOn(input.links, input);
 
   // An existing domain of this name must be ours before anything else is touched.

@@ -47,7 +47,12 @@ const YAML_OPTIONS = { version: '1.1', lineWidth: 0 } as const;
 
 /** All seed files for a proxy VM. */
 export function buildCloudInitSeed(spec: CloudInitSpec): SeedFiles {
-  const seed: SeedFiles = { metaData: buildMetaData(spec), userData: buildUserData(spec), epSeed: buildEpSeed(spec) };
+  const writes = seedWrites(spec);
+  const seed: SeedFiles = {
+    metaData: buildMetaData(spec),
+    userData: buildUserData(spec, writes),
+    epSeed: buildEpSeed(spec, writes),
+  };
   const mode = spec.network ?? 'image';
   if (mode !== 'image') seed.networkConfig = buildNetworkConfig(mode);
   return seed;
@@ -80,13 +85,13 @@ export function seedWrites(spec: CloudInitSpec): SeedWrite[] {
 }
 
 /** `user-data`: the #cloud-config document. */
-export function buildUserData(spec: CloudInitSpec): string {
+export function buildUserData(spec: CloudInitSpec, writes: SeedWrite[] = seedWrites(spec)): string {
   assertHostnameLabel(spec.hostname);
   const doc = {
     hostname: spec.hostname,
     preserve_hostname: false,
     manage_etc_hosts: true,
-    write_files: seedWrites(spec),
+    write_files: writes,
     runcmd: [
       // The agent's unit is static (started by udev for the virtio port); --no-block: never wait on it.
       'systemctl enable qemu-guest-agent || true',
@@ -111,12 +116,12 @@ export const EP_SEED_HEADER = '# egress-proxies seed 1';
  * one `file PATH MODE OWNER BASE64` line per file. Only the project's image reads it; cloud-init
  * ignores it, and the image falls back to cloud-init when it is absent or not this version.
  */
-export function buildEpSeed(spec: CloudInitSpec): string {
+export function buildEpSeed(spec: CloudInitSpec, writes: SeedWrite[] = seedWrites(spec)): string {
   assertHostnameLabel(spec.hostname);
   return [
     EP_SEED_HEADER,
     `hostname ${spec.hostname}`,
-    ...seedWrites(spec).map(
+    ...writes.map(
       (f) => `file ${f.path} ${f.permissions} ${f.owner} ${Buffer.from(f.content, 'utf8').toString('base64')}`,
     ),
     '',
