@@ -203,10 +203,20 @@ export class SshSession extends EventEmitter<SessionEvents> {
   ): Promise<{ stdout: Buffer; truncated: boolean; code: number | undefined }> {
     const started = Date.now();
     const where = `${this.host}:${this.port}`;
+    // ssh2 emits `exit` once, synchronously, while it parses the packets of one read: for a fast
+    // command, the exec reply, exit-status, EOF and CLOSE come in one read, and a listener added
+    // after the open's promise resumes us would miss it. So the code is caught in the open callback.
+    let code: number | undefined;
     const channel = await this.#openChannel(
       'a command',
       { timeoutMs: options.timeoutMs, signal: options.signal },
-      (cb) => this.#client.exec(command, cb),
+      (cb) =>
+        this.#client.exec(command, (err, ch) => {
+          ch?.once('exit', (c: number | null) => {
+            code = c ?? undefined;
+          });
+          cb(err, ch);
+        }),
       (err) => new SshChannelOpenError(`sshd on ${where} refused to run a command: ${err.message}`, { cause: err }),
     );
     const remaining = Math.max(1, options.timeoutMs - (Date.now() - started));
@@ -225,7 +235,6 @@ export class SshSession extends EventEmitter<SessionEvents> {
         onAbort: () => new SshAbortedError(`a command on ${where} was aborted`, { cause: options.signal?.reason }),
       },
       (settle) => {
-        let code: number | undefined;
         const onData = (chunk: Buffer): void => {
           const room = options.maxBytes - size;
           if (chunk.length > room) truncated = true;
@@ -235,22 +244,17 @@ export class SshSession extends EventEmitter<SessionEvents> {
             size += part.length;
           }
         };
-        const onExit = (c: number | null): void => {
-          code = c ?? undefined;
-        };
         const onClose = (): void => void settle(undefined, { stdout: Buffer.concat(chunks), truncated, code });
         const onError = (err: Error): void => void settle(err);
         const stderr = (channel as ClientChannel).stderr;
         const drop = (): void => undefined;
         channel.on('data', onData);
         stderr.on('data', drop);
-        channel.once('exit', onExit);
         channel.once('close', onClose);
         channel.once('error', onError);
         return () => {
           channel.off('data', onData);
           stderr.off('data', drop);
-          channel.off('exit', onExit);
           channel.off('close', onClose);
           channel.off('error', onError);
           channel.destroy();
