@@ -48,9 +48,9 @@ import type { PoolWorkflowInput } from '../workflows/pool/index.ts';
 import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
 import { benchWorker, cpuSeconds, installQuietRuntime, rssMiB, startDevServer } from './lib/dev-server.ts';
 import { hostDouble } from './lib/host-double.ts';
-import { chainEvents, tallyPoolSignals } from './lib/pool-signals.ts';
+import { chainEvents, tallyPoolSignals, tellTimes } from './lib/pool-signals.ts';
 import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
-import { fmtRange, median, ratio, spread } from './lib/stats.ts';
+import { fmtRange, median, percentile as pct, ratio, spread } from './lib/stats.ts';
 import { clusterUp } from '../test/support/temporal-cluster.ts';
 import { PROJECT_ROOT } from '../test/support/temporal.ts';
 
@@ -300,7 +300,25 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
     const rolloutS = (performance.now() - r0) / 1000;
     roll.stop();
     const e3 = Date.now();
-    const tallies = tallyPoolSignals(await chainEvents(client, h.workflowId, h.firstExecutionRunId), [e0, e1, e2, e3]);
+    const events = await chainEvents(client, h.workflowId, h.firstExecutionRunId);
+    const tallies = tallyPoolSignals(events, [e0, e1, e2, e3]);
+    const inRange = (a: number, b: number) =>
+      events.filter((e) => {
+        const t = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
+        return t >= a && t < b;
+      });
+    for (const [phase, evs] of [
+      ['scale-up', inRange(e0, e1)],
+      ['rollout', inRange(e2, e3)],
+    ] as const) {
+      const tt = tellTimes(evs);
+      const q = (xs: number[]): string =>
+        xs.length === 0 ? '-' : `${r(median(xs) / 1000)} / ${r(pct(xs, 0.9) / 1000)} / ${r(Math.max(...xs) / 1000)} s`;
+      console.log(
+        `    role signals, ${phase}: ${tt.tells} sent; delivery (initiated -> confirmed) median / p90 / max ${q(tt.deliveryMs)}; ` +
+          `first Healthy report -> told to serve (minHealthyMs ${MIN_HEALTHY_MS} included) ${q(tt.promotionMs)} over ${tt.promotionMs.length} members`,
+      );
+    }
     const [ts, tr, tro] = [tallies[0]!, tallies[1]!, tallies[2]!];
     console.log(
       `    pool signals, scale-up: ${ts.reports} reports from ${ts.members} members (${r(ts.reports / N)} / member), ` +

@@ -109,3 +109,58 @@ export function tallyPoolSignals(events: readonly HistoryEvent[], boundsMs: read
   tallies.forEach((t, i) => (t.members = seen[i]!.size));
   return tallies;
 }
+
+/** How the pool's role signals went (`tellTimes`), in ms. */
+export interface TellTimes {
+  /** `serving` signals the pool initiated. */
+  tells: number;
+  /** Initiated → the server's confirmation in the pool's history, per signal. */
+  deliveryMs: number[];
+  /**
+   * Per member told to serve: its first report of Healthy received → the pool's first
+   * `serving: true` to it initiated. Includes `minHealthyMs`, which the pool waits on purpose.
+   */
+  promotionMs: number[];
+}
+
+/**
+ * The pool's role signals in `events` (chainEvents: runs in order, each from event 1): when each
+ * was initiated and confirmed, and how long after a member's first Healthy report it was told to
+ * serve.
+ */
+export function tellTimes(events: readonly HistoryEvent[]): TellTimes {
+  const out: TellTimes = { tells: 0, deliveryMs: [], promotionMs: [] };
+  let run = 0;
+  const initiated = new Map<string, number>(); // `${run}:${eventId}` → ms
+  const healthyAt = new Map<string, number>(); // member name → its first Healthy report
+  const promoted = new Set<string>();
+  for (const e of events) {
+    if (String(e.eventId) === '1') run++;
+    const ms = eventMs(e);
+    const sig = e.workflowExecutionSignaledEventAttributes;
+    if (sig != null && sig.signalName === POOL_MEMBER_SIGNAL) {
+      const r = decode(sig.input?.payloads?.[0]) as MemberReport | undefined;
+      if (r !== undefined && r.health === 'True' && !healthyAt.has(r.name)) healthyAt.set(r.name, ms);
+      continue;
+    }
+    const init = e.signalExternalWorkflowExecutionInitiatedEventAttributes;
+    if (init != null) {
+      out.tells++;
+      initiated.set(`${run}:${String(e.eventId)}`, ms);
+      const told = decode(init.input?.payloads?.[0]) as { serving?: boolean } | undefined;
+      const name = init.workflowExecution?.workflowId?.split('/').pop();
+      if (told?.serving === true && name !== undefined && !promoted.has(name)) {
+        promoted.add(name);
+        const h = healthyAt.get(name);
+        if (h !== undefined) out.promotionMs.push(ms - h);
+      }
+      continue;
+    }
+    const done = e.externalWorkflowExecutionSignaledEventAttributes;
+    if (done != null) {
+      const t = initiated.get(`${run}:${String(done.initiatedEventId)}`);
+      if (t !== undefined) out.deliveryMs.push(ms - t);
+    }
+  }
+  return out;
+}
