@@ -22,7 +22,8 @@
  * the table of recorded boots (several runs, each under its own lock hold, tabled together).
  * `--console-dir DIR` keeps each boot's serial console log. `--seed cloud-init` boots each image with
  * the seed an older provider wrote (no `ep-seed` file), so the image's fallback, cloud-init, applies
- * it: the same image timed on both paths.
+ * it: the same image timed on both paths. `--seed ep-seed --seed cloud-init` boots every image
+ * with both seeds, alternating, so the two paths are compared in one run.
  *
  * Needs root and `test/hosts/testhost up` (the Temporal server is not used). Every wait is
  * bounded (--bound-s per boot); every proxy, base and marker volume of the run is removed on
@@ -57,7 +58,7 @@ import { HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, ratio, spread } from './lib/stats.ts';
 
 const USAGE =
-  'node bench/boot.ts --image A.qcow2 [--image B.qcow2 ...] [--boots 5] [--host ep-h1] [--bound-s 240] [--analyze] [--seed ep-seed|cloud-init] [--vcpus 1] [--console-dir DIR] [--record FILE] | --table-from FILE...';
+  'node bench/boot.ts --image A.qcow2 [--image B.qcow2 ...] [--boots 5] [--host ep-h1] [--bound-s 240] [--analyze] [--seed ep-seed|cloud-init ...] [--vcpus 1] [--console-dir DIR] [--record FILE] | --table-from FILE...';
 const { values } = parseArgs({
   options: {
     image: { type: 'string', multiple: true, default: [] },
@@ -65,7 +66,7 @@ const { values } = parseArgs({
     host: { type: 'string', default: 'ep-h1' },
     'bound-s': { type: 'string', default: '240' },
     analyze: { type: 'boolean', default: false },
-    seed: { type: 'string', default: 'ep-seed' },
+    seed: { type: 'string', multiple: true, default: ['ep-seed'] },
     vcpus: { type: 'string', default: '1' },
     'console-dir': { type: 'string' },
     record: { type: 'string' },
@@ -79,9 +80,12 @@ const IMAGES =
 if (IMAGES.length === 0 && values['table-from'].length === 0)
   throw new Error(`--image must name a proxy.qcow2 (with its .sha256 beside it): ${USAGE}`);
 const BOOTS = Number(values.boots);
-if (values.seed !== 'ep-seed' && values.seed !== 'cloud-init')
-  throw new Error(`--seed must be ep-seed or cloud-init, got ${JSON.stringify(values.seed)}: ${USAGE}`);
-const CLOUD_INIT_SEED = values.seed === 'cloud-init';
+type SeedKind = 'ep-seed' | 'cloud-init';
+const SEEDS = [...new Set(values.seed)] as SeedKind[];
+for (const k of SEEDS) {
+  if (k !== 'ep-seed' && k !== 'cloud-init')
+    throw new Error(`--seed must be ep-seed or cloud-init, got ${JSON.stringify(k)}: ${USAGE}`);
+}
 const BOUND_MS = Number(values['bound-s']) * 1000;
 const VCPUS = Number(values.vcpus);
 for (const [flag, v] of Object.entries({ boots: BOOTS, 'bound-s': BOUND_MS, vcpus: VCPUS })) {
@@ -132,6 +136,8 @@ const SHORT = [
 
 interface Boot {
   image: number;
+  /** The seed it booted with (absent in records from before --seed could be given twice: `ep-seed`, or the run's one --seed). */
+  seed?: SeedKind;
   createMs: number;
   addressMs: number;
   healthyMs: number;
@@ -180,7 +186,7 @@ const squidOf = (h: TestHost): ResolvedSquid => ({
 });
 
 /** One boot of image `i` as proxy `name`; deletes it afterwards whatever happened. */
-async function boot(i: number, name: string, analyze: boolean): Promise<Boot> {
+async function boot(i: number, seedKind: SeedKind, name: string, analyze: boolean): Promise<Boot> {
   const { entry, image } = bases[i]!;
   const names = proxyObjectNames({ ownerUid: owner, entry, name });
   const load = loadavg()[0]!;
@@ -205,7 +211,7 @@ async function boot(i: number, name: string, analyze: boolean): Promise<Boot> {
       reserveBytes: 64 * 1024 * 1024,
       rpcTimeoutMs: 60_000,
     });
-    if (CLOUD_INIT_SEED) {
+    if (seedKind === 'cloud-init') {
       // The seed an older provider wrote (no ep-seed file): stopped while still in the BIOS, the
       // seed replaced, the console log emptied, started again; the image falls back to cloud-init.
       await virsh(host, 'destroy', names.domain);
@@ -235,6 +241,7 @@ async function boot(i: number, name: string, analyze: boolean): Promise<Boot> {
     let source = '';
     const result = (failed?: string): Boot => ({
       image: i,
+      seed: seedKind,
       createMs: start - t0,
       addressMs: addressAt - start,
       healthyMs: failed ? NaN : performance.now() - start,
@@ -381,22 +388,23 @@ async function main(): Promise<void> {
   if (values['console-dir']) await mkdir(values['console-dir'], { recursive: true });
   const boots: Boot[] = [];
   for (let k = 0; k < BOOTS; k++) {
-    for (let i = 0; i < IMAGES.length; i++) {
-      const b = await boot(i, `b${k}`, values.analyze && k === BOOTS - 1);
-      boots.push(b);
-      say(
-        `image ${i} boot ${k + 1}/${BOOTS} (load ${b.load.toFixed(2)})${b.failed ? ` FAILED: ${b.failed}` : ''}: define+start ${s(b.createMs)} s, ` +
-          `start → address ${s(b.addressMs)} s (${b.source}), → 200 ${s(b.healthyMs)} s (${b.probes} probes); ` +
-          `console: ${SHORT.map((what, j) => `${what} ${b.stages[j] === undefined ? '—' : s(b.stages[j])}`).join(', ')}`,
-      );
-      if (values.record) {
-        const rec: BootRecord = { ...b, imagePath: IMAGES[i]!, host: host.name, at: new Date().toISOString() };
-        await appendFile(values.record, `${JSON.stringify(rec)}\n`);
+    for (const [j, seedKind] of SEEDS.entries())
+      for (let i = 0; i < IMAGES.length; i++) {
+        const b = await boot(i, seedKind, `b${k}s${j}`, values.analyze && k === BOOTS - 1);
+        boots.push(b);
+        say(
+          `image ${i} (${seedKind} seed) boot ${k + 1}/${BOOTS} (load ${b.load.toFixed(2)})${b.failed ? ` FAILED: ${b.failed}` : ''}: define+start ${s(b.createMs)} s, ` +
+            `start → address ${s(b.addressMs)} s (${b.source}), → 200 ${s(b.healthyMs)} s (${b.probes} probes); ` +
+            `console: ${SHORT.map((what, j) => `${what} ${b.stages[j] === undefined ? '—' : s(b.stages[j])}`).join(', ')}`,
+        );
+        if (values.record) {
+          const rec: BootRecord = { ...b, imagePath: IMAGES[i]!, host: host.name, at: new Date().toISOString() };
+          await appendFile(values.record, `${JSON.stringify(rec)}\n`);
+        }
       }
-    }
   }
   say(
-    `host ${host.name} (${host.domainType}), ${VCPUS} vCPU, ${values.seed} seed, ${BOOTS} boots per image, alternating`,
+    `host ${host.name} (${host.domainType}), ${VCPUS} vCPU, ${SEEDS.join(' and ')} seed, ${BOOTS} boots per image and seed, alternating`,
   );
   printTable(boots.map((b) => ({ ...b, imagePath: IMAGES[b.image]! })));
 }
@@ -410,8 +418,10 @@ interface BootRecord extends Boot {
 
 /** The table of boots by image (in the order the images first appear): seconds, median (min-max). */
 function printTable(boots: readonly BootRecord[]): void {
-  const images = [...new Set(boots.map((b) => b.imagePath))];
-  const of = (i: number): BootRecord[] => boots.filter((b) => b.imagePath === images[i]);
+  // One column per image and seed (records from before the seed was recorded: the image alone).
+  const column = (b: BootRecord): string => (b.seed === undefined ? b.imagePath : `${b.imagePath}\u0000${b.seed}`);
+  const images = [...new Set(boots.map(column))];
+  const of = (i: number): BootRecord[] => boots.filter((b) => column(b) === images[i]);
   const rows: [string, (b: Boot) => number | undefined][] = [
     ['define + start (createProxy)', (b) => b.createMs],
     ['start → address', (b) => b.addressMs],
@@ -420,9 +430,12 @@ function printTable(boots: readonly BootRecord[]): void {
     ...STAGES.map(([what], j): [string, (b: Boot) => number | undefined] => [`console: ${what}`, (b) => b.stages[j]]),
     ['1-minute load before the boot', (b) => b.load * 1000],
   ];
-  const col = (i: number): string => `${basename(dirname(images[i]!))}/${basename(images[i]!)}`;
+  const col = (i: number): string => {
+    const [path, seedKind] = images[i]!.split('\u0000');
+    return `${basename(dirname(path!))}/${basename(path!)}${seedKind === undefined ? '' : `, ${seedKind} seed`}`;
+  };
   process.stdout.write(`\nseconds, median (min-max) of the boots that reached a 200\n`);
-  process.stdout.write(`\n| measure | ${images.map((_, i) => `image ${i} (${col(i)})`).join(' | ')} |\n`);
+  process.stdout.write(`\n| measure | ${images.map((_, i) => `${i}: ${col(i)}`).join(' | ')} |\n`);
   process.stdout.write(`|---|${images.map(() => '---|').join('')}\n`);
   process.stdout.write(
     `| boots (reached a 200 / all) | ${images.map((_, i) => `${of(i).filter((b) => !b.failed).length} / ${of(i).length}`).join(' | ')} |\n`,
@@ -439,7 +452,7 @@ function printTable(boots: readonly BootRecord[]): void {
   }
   const med = (i: number): number => spread(of(i).map((b) => (b.failed ? undefined : b.healthyMs))).med;
   for (let i = 1; i < images.length; i++)
-    process.stdout.write(`\nstart → 200, image 0 / image ${i} (medians): ${ratio(med(0), med(i)).toFixed(2)}\n`);
+    process.stdout.write(`\nstart → 200, column 0 / column ${i} (medians): ${ratio(med(0), med(i)).toFixed(2)}\n`);
 }
 
 const stop = (sig: string): void => {
