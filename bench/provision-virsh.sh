@@ -10,8 +10,8 @@
 # N proxies spread round-robin over the test hosts (ep-h1, ep-h2, ... from the test hosts' state),
 # by PARALLEL scripts at once (each creates its share one proxy after another). ONE_SESSION=1
 # runs each proxy's steps in one virsh process (one SSH connection); the default is one virsh
-# process per step, as a plain script would. Prints one JSON line: {"n","parallel","oneSession",
-# "totalMs","perProxyMs"} (perProxyMs = totalMs x PARALLEL / N: one script's time per proxy).
+# process per step, as a plain script would. EP_TESTHOST_ONLY=<name> uses that test host alone.
+# Prints one JSON line: {"n","parallel","oneSession","totalMs","perProxyMs"} (perProxyMs = totalMs x PARALLEL / N: one script's time per proxy).
 # Setup (the base upload) and teardown are outside the timing. Needs: test/hosts/testhost up 2.
 set -euo pipefail
 
@@ -22,9 +22,12 @@ STATE=${EP_TESTHOST_STATE:-/var/lib/egress-proxies-testhosts}
 [ -f "$STATE/hosts.json" ] || { echo "no test hosts under $STATE: run test/hosts/testhost up 2" >&2; exit 1; }
 command -v genisoimage >/dev/null || { echo "genisoimage is needed (apt-get install genisoimage)" >&2; exit 1; }
 
-mapfile -t URIS < <(for f in "$STATE"/ep-h*.json; do jq -r .virshUri "$f"; done)
-mapfile -t NETS < <(for f in "$STATE"/ep-h*.json; do jq -r .network "$f"; done)
-mapfile -t POOLS < <(for f in "$STATE"/ep-h*.json; do jq -r .pool "$f"; done)
+# EP_TESTHOST_ONLY=ep-h1: that host alone (bench/create-steps.ts compares one host with one host).
+HOSTFILES=("$STATE"/"${EP_TESTHOST_ONLY:-ep-h*}".json)
+[ -f "${HOSTFILES[0]}" ] || { echo "no test host ${EP_TESTHOST_ONLY:-ep-h*} under $STATE" >&2; exit 1; }
+mapfile -t URIS < <(for f in "${HOSTFILES[@]}"; do jq -r .virshUri "$f"; done)
+mapfile -t NETS < <(for f in "${HOSTFILES[@]}"; do jq -r .network "$f"; done)
+mapfile -t POOLS < <(for f in "${HOSTFILES[@]}"; do jq -r .pool "$f"; done)
 H=${#URIS[@]}
 RUN="vb$(date +%s%N | cut -c8-14)"
 TMP=$(mktemp -d)
