@@ -6,9 +6,7 @@
  * its updates refuse bad requests before the history, and continue-as-new carries the members.
  *
  * EP_RECORD_POOL_REPLAY=1 writes the histories of the rollout, rollback, drain, host-failure and start-in-flight tests to
- * test/replay/pool-*.sdk-<version>.json (replayed by test/unit/replay.test.ts); a comma-separated
- * list of names (EP_RECORD_POOL_REPLAY=pool-background-tells) writes only those, keeping the
- * files recorded by older code.
+ * test/replay/pool-*.sdk-<version>.json (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
@@ -93,8 +91,7 @@ async function refusal(p: Promise<unknown>): Promise<string> {
 
 /** Writes the run's history as a replay file when asked to (EP_RECORD_POOL_REPLAY=1). */
 async function record(h: WorkflowHandle, name: string): Promise<void> {
-  const want = process.env['EP_RECORD_POOL_REPLAY'];
-  if (want === undefined || (want !== '1' && !want.split(',').includes(name))) return;
+  if (process.env['EP_RECORD_POOL_REPLAY'] !== '1') return;
   const sdk = (createRequire(import.meta.url)('@temporalio/workflow/package.json') as { version: string }).version;
   const file = new URL(`../replay/${name}.sdk-${sdk}.json`, import.meta.url).pathname;
   const text = historyToJSON(await h.fetchHistory());
@@ -212,7 +209,6 @@ describe('pool workflow', () => {
       assert.deepEqual(f.deletes().sort(), [...names(before), ...names(rolled)].sort());
       assert.equal(f.open.size, 0);
       await record(h, 'pool-rollout');
-      await record(h, 'pool-background-tells'); // the same run under the `pool-background-tells` marker
     });
   });
 

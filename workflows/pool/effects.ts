@@ -32,8 +32,6 @@ const POOL_KEY = defineSearchAttributeKey(SA_PROXY_POOL, SearchAttributeType.KEY
  * With `background`, starts are handed to it instead of awaited (each settles to whether it
  * failed), so a pass ends without waiting for its members' starts. With `gate` (the start window),
  * a start is launched through it (at once or from a later pass) and frees its slot once settled.
- * With `tell`, a role signal is handed to it instead of awaited (it keeps each member's signals
- * in order), so a pass never waits for the server to confirm a delivery.
  */
 export async function apply(
   state: PoolState,
@@ -41,7 +39,6 @@ export async function apply(
   input: { ownerUid?: string },
   background?: (start: Promise<boolean>) => void,
   gate?: { launch(go: () => void): void; release(): void },
-  tell?: (member: string, send: () => Promise<void>) => void,
 ): Promise<boolean> {
   const { spec } = state;
   const poolId = workflowInfo().workflowId;
@@ -102,12 +99,9 @@ export async function apply(
   const results = await Promise.all(
     actions.map(async (a): Promise<boolean> => {
       if (a.kind === 'serve') {
-        const send = (): Promise<void> =>
-          getExternalWorkflowHandle(proxyWorkflowId(spec.entry, a.name))
-            .signal(memberServingSignal, { serving: a.serving })
-            .catch(() => undefined); // a member that ended meanwhile: its end report follows
-        if (tell !== undefined) tell(a.name, send);
-        else await send();
+        await getExternalWorkflowHandle(proxyWorkflowId(spec.entry, a.name))
+          .signal(memberServingSignal, { serving: a.serving })
+          .catch(() => undefined); // a member that ended meanwhile: its end report follows
         return false;
       }
       if (a.kind === 'delete') {

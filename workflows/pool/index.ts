@@ -53,13 +53,6 @@ export const POOL_BACKGROUND_STARTS_PATCH = 'pool-background-starts';
 export const POOL_START_WINDOW_PATCH = 'pool-start-window';
 /** The audit leaves members alone until their start went through (effects.ts audit). */
 export const POOL_AUDIT_STARTED_PATCH = 'pool-audit-started';
-/**
- * A pass does not wait for the server to confirm its role signals: each member's signals go out
- * one after another in the background. Awaited, one slow confirmation held every promotion
- * behind it: in every fill of 1,000 on PostgreSQL, "available" stood still for two to four
- * minutes while members kept turning Healthy (docs/benchmarks.md, "N = 1,000").
- */
-export const POOL_BACKGROUND_TELLS_PATCH = 'pool-background-tells';
 /** Member starts in flight at once, unless the input says otherwise. */
 export const POOL_START_WINDOW = 50;
 
@@ -196,16 +189,6 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
       poke();
     },
   };
-  // Role signals in flight, chained per member so that a member hears its roles in the order the
-  // pool decided them (a later pass may tell the same member again before the first is delivered).
-  const telling = new Map<string, Promise<void>>();
-  const tell = (member: string, send: () => Promise<void>): void => {
-    const next = (telling.get(member) ?? Promise.resolve()).then(send);
-    telling.set(member, next);
-    void next.then(() => {
-      if (telling.get(member) === next) telling.delete(member);
-    });
-  };
   let published = '';
   let nextAuditMs = Date.now() + AUDIT_INTERVAL_MS;
   for (;;) {
@@ -216,8 +199,7 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
     const inBackground = patched(POOL_BACKGROUND_STARTS_PATCH) ? background : undefined;
     const gate = inBackground !== undefined && patched(POOL_START_WINDOW_PATCH) ? window : undefined;
     if (gate !== undefined) drainQueued(); // waiting starts, into the slots freed since the last pass
-    const tells = patched(POOL_BACKGROUND_TELLS_PATCH) ? tell : undefined;
-    if (await apply(state, plan.actions, input, inBackground, gate, tells)) poke();
+    if (await apply(state, plan.actions, input, inBackground, gate)) poke();
     if (state.deleting && state.members.length === 0) break;
 
     const limit = input.continueAsNewAfterPasses ?? 500;
@@ -227,7 +209,6 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
         drainQueued();
         await condition(() => starting.size === 0 || (startSlots > 0 && queued.length > 0));
       }
-      await condition(() => telling.size === 0);
       await condition(allHandlersFinished);
       await continueAsNew<typeof poolWorkflow>({ ...input, carried: state });
     }
@@ -239,7 +220,6 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
       nextAuditMs = Date.now() + AUDIT_INTERVAL_MS;
     }
   }
-  await condition(() => telling.size === 0);
   const end = poolStatus(state, Date.now());
   end.phase = 'Deleted';
   publishPool(state, published, 'Deleted');
