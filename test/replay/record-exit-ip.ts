@@ -29,6 +29,7 @@ import {
   statusWhen,
   withWorker,
 } from '../support/workflow-harness.ts';
+import { patchIds } from '../support/temporal.ts';
 
 const OUT_DIR = fileURLToPath(new URL('./', import.meta.url));
 const SDK_VERSION = (createRequire(import.meta.url)('@temporalio/workflow/package.json') as { version: string })
@@ -44,7 +45,7 @@ f.probe = (input, n): ProbeOutcome => {
   return input.readExitIp === true ? { ok: true, latencyMs: 12, exitIp } : { ok: true, latencyMs: 12 };
 };
 const started: WorkflowHandle[] = [];
-const text = await withWorker(
+const history = await withWorker(
   e,
   f.activities(),
   async (tq) => {
@@ -60,21 +61,15 @@ const text = await withWorker(
     await statusWhen(h, (s) => s.exitIp === '198.51.100.44', 'the new exit IP');
     await h.executeUpdate(proxyDeleteUpdate);
     assert.equal((await h.result()).state, 'Deleted');
-    return historyToJSON(await h.fetchHistory());
+    return h.fetchHistory();
   },
   started,
 );
 await e.close();
-const patches = (
-  JSON.parse(text) as {
-    events: { markerRecordedEventAttributes?: { details?: Record<string, { payloads?: { data?: string }[] }> } }[];
-  }
-).events.flatMap((ev) => {
-  const data = ev.markerRecordedEventAttributes?.details?.['patch-data']?.payloads?.[0]?.data;
-  return data === undefined ? [] : [JSON.parse(Buffer.from(data, 'base64').toString('utf8')) as unknown];
-});
+const text = historyToJSON(history);
+const patches = patchIds(history);
 assert.ok(
-  patches.some((p) => JSON.stringify(p).includes('healthy-booting')),
+  patches.some((p) => p.includes('healthy-booting')),
   `the history carries the healthy-booting marker (markers: ${JSON.stringify(patches)})`,
 );
 const file = join(OUT_DIR, `proxy-booting-exit-ip.sdk-${SDK_VERSION}.json`);

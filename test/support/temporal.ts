@@ -198,3 +198,25 @@ export async function customSearchAttributes(
 function errorText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
+
+/** A history's events as `fetchHistory` returns them (only the marker part is read here). */
+interface MarkerEvents {
+  events?:
+    | {
+        markerRecordedEventAttributes?: {
+          details?: Record<string, { payloads?: { data?: Uint8Array | null }[] | null }> | null;
+        } | null;
+      }[]
+    | null;
+}
+
+/** The patch IDs of a history's `patched()` markers, in the order they were recorded. */
+export function patchIds(history: MarkerEvents): string[] {
+  return (history.events ?? []).flatMap((ev) => {
+    const data = ev.markerRecordedEventAttributes?.details?.['patch-data']?.payloads?.[0]?.data;
+    if (data === undefined || data === null) return [];
+    const decoded = JSON.parse(Buffer.from(data).toString('utf8')) as { id?: unknown } | string;
+    const id = typeof decoded === 'string' ? decoded : decoded.id;
+    return typeof id === 'string' ? [id] : [];
+  });
+}

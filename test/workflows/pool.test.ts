@@ -41,7 +41,8 @@ import type { StartMemberInput } from '../../activities/pool.ts';
 import { discovered } from '../../api/routes-ops.ts';
 import { freshProxyStatus } from '../../client/health.ts';
 import { proxyWorkflowId } from '../../contracts/proxy.ts';
-import { pollUntil } from '../support/temporal.ts';
+import { patchIds, pollUntil } from '../support/temporal.ts';
+import { POOL_CONTINUE_WHEN_SETTLED_PATCH } from '../../workflows/pool/index.ts';
 import {
   PoolFakes,
   poolFileEnv,
@@ -576,6 +577,52 @@ describe('pool workflow', () => {
       assert.ok(!f.open.has(third), 'its stand-in was deleted, not left running');
     });
   });
+
+  it(
+    'due to continue as new with a start in flight, the run goes on telling members to serve and continues once it settles',
+    opts,
+    async () => {
+      const f = new PoolFakes(e);
+      const release = holdThirdStart(f);
+      await withPool(f, async (tq, started) => {
+        // Due after its first pass, which launches the three starts; the third is held.
+        const h = await startPool(e, tq, started, testPoolSpec({ size: 3 }), { continueAsNewAfterPasses: 1 });
+        const first = (await h.describe()).runId;
+        try {
+          await pollUntil(() => Promise.resolve(f.starts().length === 3 ? true : undefined), {
+            timeoutMs: WAIT_MS,
+            what: 'three starts called',
+          });
+          const s = await poolWhen(h, (x) => x.available === 2, 'two members serving while the third start is held');
+          assert.deepEqual(s.members.map((m) => m.state).sort(), ['Running', 'Running', 'Starting']);
+          assert.equal((await h.describe()).runId, first, 'no continue-as-new while a start is in flight');
+        } finally {
+          release();
+        }
+        const moved = await pollUntil(
+          async () => {
+            const run = (await h.describe()).runId;
+            return run !== first ? run : undefined;
+          },
+          { timeoutMs: WAIT_MS, what: 'the pool continued as new once the third start settled' },
+        );
+        assert.ok(moved);
+        const firstRun = e.env.client.workflow.getHandle(h.workflowId, first);
+        const history = await firstRun.fetchHistory();
+        assert.ok(
+          (history.events ?? []).some((ev) => ev.workflowExecutionContinuedAsNewEventAttributes),
+          'the first run ended by continue-as-new',
+        );
+        assert.ok(
+          patchIds(history).includes(POOL_CONTINUE_WHEN_SETTLED_PATCH),
+          `markers: ${patchIds(history).join(', ')}`,
+        );
+        await record(firstRun, 'pool-continue-settled');
+        // This run continues as new after every pass (its limit is 1): end it here.
+        await h.terminate('test done');
+      });
+    },
+  );
 
   /** The pass limit of the continue-as-new test: above the passes its setup takes, so the run continues as new only when the test drives it. */
   const PASSES = 40;

@@ -53,6 +53,20 @@ export const POOL_BACKGROUND_STARTS_PATCH = 'pool-background-starts';
 export const POOL_START_WINDOW_PATCH = 'pool-start-window';
 /** The audit leaves members alone until their start went through (effects.ts audit). */
 export const POOL_AUDIT_STARTED_PATCH = 'pool-audit-started';
+/**
+ * Once due to continue as new, the run goes on passing (members that came up are still told to
+ * serve) until its queued and in-flight starts settle, and continues as new then. Runs recorded
+ * before it stopped passing and waited for every start: a fill of 1,000, due at the server's
+ * suggestion with some 570 starts still queued, told no member to serve for about five minutes
+ * (docs/benchmarks.md, "Why available stands still").
+ */
+export const POOL_CONTINUE_WHEN_SETTLED_PATCH = 'pool-continue-when-settled';
+/**
+ * The history length at which a run due to continue as new stops passing and waits for its
+ * starts, as before the patch, so passes cannot go on for ever while replacements keep being
+ * started. Well under the server's hard limit of 51,200 events.
+ */
+export const POOL_SETTLE_HISTORY_CEILING = 20_000;
 /** Member starts in flight at once, unless the input says otherwise. */
 export const POOL_START_WINDOW = 50;
 
@@ -189,6 +203,15 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
       poke();
     },
   };
+  /** Waiting starts go out as slots free (each settled start frees one), then the state is carried to a new run. */
+  const continueWhenSettled = async (): Promise<never> => {
+    while (queued.length > 0 || starting.size > 0) {
+      drainQueued();
+      await condition(() => starting.size === 0 || (startSlots > 0 && queued.length > 0));
+    }
+    await condition(allHandlersFinished);
+    return continueAsNew<typeof poolWorkflow>({ ...input, carried: state });
+  };
   let published = '';
   let nextAuditMs = Date.now() + AUDIT_INTERVAL_MS;
   for (;;) {
@@ -204,13 +227,14 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
 
     const limit = input.continueAsNewAfterPasses ?? 500;
     if (passes >= limit || workflowInfo().continueAsNewSuggested) {
-      // Waiting starts go out as slots free (each settled start frees one) before the state is carried.
-      while (queued.length > 0 || starting.size > 0) {
-        drainQueued();
-        await condition(() => starting.size === 0 || (startSlots > 0 && queued.length > 0));
-      }
-      await condition(allHandlersFinished);
-      await continueAsNew<typeof poolWorkflow>({ ...input, carried: state });
+      const settled = queued.length === 0 && starting.size === 0;
+      // Due with starts still to settle: pass on (each settled start pokes the loop), unless the
+      // history is past the ceiling or the run was recorded before the patch.
+      const passOn =
+        !settled &&
+        workflowInfo().historyLength < POOL_SETTLE_HISTORY_CEILING &&
+        patched(POOL_CONTINUE_WHEN_SETTLED_PATCH);
+      if (!passOn) await continueWhenSettled();
     }
     const now = Date.now();
     const wakeAt = Math.min(plan.wakeAtMs ?? Infinity, nextAuditMs);
