@@ -48,7 +48,7 @@ import type { PoolWorkflowInput } from '../workflows/pool/index.ts';
 import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
 import { benchWorker, cpuSeconds, installQuietRuntime, rssMiB, startDevServer } from './lib/dev-server.ts';
 import { hostDouble } from './lib/host-double.ts';
-import { chainEvents, tallyPoolSignals, tellTimes } from './lib/pool-signals.ts';
+import { chainEvents, eventMs, tallyPoolSignals, tellTimes } from './lib/pool-signals.ts';
 import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, median, percentile as pct, ratio, spread } from './lib/stats.ts';
 import { clusterUp } from '../test/support/temporal-cluster.ts';
@@ -302,11 +302,7 @@ async function poolPhase(client: Client, serverPid: number, run: number): Promis
     const e3 = Date.now();
     const events = await chainEvents(client, h.workflowId, h.firstExecutionRunId);
     const tallies = tallyPoolSignals(events, [e0, e1, e2, e3]);
-    const inRange = (a: number, b: number) =>
-      events.filter((e) => {
-        const t = Number(e.eventTime?.seconds ?? 0) * 1000 + Math.floor((e.eventTime?.nanos ?? 0) / 1e6);
-        return t >= a && t < b;
-      });
+    const inRange = (a: number, b: number) => events.filter((e) => eventMs(e) >= a && eventMs(e) < b);
     for (const [phase, evs] of [
       ['scale-up', inRange(e0, e1)],
       ['rollout', inRange(e2, e3)],

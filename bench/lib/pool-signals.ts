@@ -44,7 +44,8 @@ function decode(p: { data?: Uint8Array | null } | undefined): unknown {
   return JSON.parse(Buffer.from(p.data).toString('utf8'));
 }
 
-function eventMs(e: HistoryEvent): number {
+/** An event's time in ms since the epoch (0 when it has none). */
+export function eventMs(e: HistoryEvent): number {
   const t = e.eventTime;
   return t == null ? 0 : Number(t.seconds ?? 0) * 1000 + Math.floor((t.nanos ?? 0) / 1e6);
 }
