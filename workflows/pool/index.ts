@@ -57,7 +57,7 @@ export const POOL_AUDIT_STARTED_PATCH = 'pool-audit-started';
  * Once due to continue as new, the run goes on passing (members that came up are still told to
  * serve) until its queued and in-flight starts settle, and continues as new then. Runs recorded
  * before it stopped passing and waited for every start: a fill of 1,000, due at the server's
- * suggestion with some 570 starts still queued, told no member to serve for about five minutes
+ * suggestion with some 570 starts still queued, told no member to serve for about 4.5 minutes
  * (docs/benchmarks.md, "Why available stands still").
  */
 export const POOL_CONTINUE_WHEN_SETTLED_PATCH = 'pool-continue-when-settled';
