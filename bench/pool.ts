@@ -638,7 +638,9 @@ async function main(): Promise<void> {
     if (manuals.length > 0) console.log(`\nrollout / by hand (medians): ${ratio(roll, hand).toFixed(2)}`);
     const minIn = Math.min(...pools.map((x) => x.minInDiscovery));
     console.log(
-      `never below N = ${N} in discovery during the rollout: ${minIn >= N ? 'MET' : 'NOT MET'} (fewest ${minIn})`,
+      values['no-rollout']
+        ? `never below N = ${N} in discovery during the rollout: not run (--no-rollout)`
+        : `never below N = ${N} in discovery during the rollout: ${minIn >= N ? 'MET' : 'NOT MET'} (fewest ${minIn})`,
     );
     if (spareS.warm.length > 0) {
       console.log(
