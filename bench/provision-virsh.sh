@@ -20,7 +20,10 @@ PARALLEL=${2:?usage: bench/provision-virsh.sh N PARALLEL [ONE_SESSION]}
 ONE_SESSION=${3:-0}
 STATE=${EP_TESTHOST_STATE:-/var/lib/egress-proxies-testhosts}
 [ -f "$STATE/hosts.json" ] || { echo "no test hosts under $STATE: run test/hosts/testhost up 2" >&2; exit 1; }
-command -v genisoimage >/dev/null || { echo "genisoimage is needed (apt-get install genisoimage)" >&2; exit 1; }
+# genisoimage builds the seed, jq reads the host files: installed (as root) when missing.
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/scripts/env.sh"
+source "$EP_ROOT/scripts/deps.sh"
+ep_apt_packages genisoimage jq || { echo "bench/provision-virsh.sh: genisoimage and jq are needed (apt-get install genisoimage jq)" >&2; exit 1; }
 
 # EP_TESTHOST_ONLY=ep-h1: that host alone (bench/create-steps.ts compares one host with one host).
 HOSTFILES=("$STATE"/"${EP_TESTHOST_ONLY:-ep-h*}".json)

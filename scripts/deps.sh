@@ -185,12 +185,21 @@ ep_cluster_pg_bin() {
   done
   return 1
 }
-_ep_cluster_apt() { # $@ = packages
-  [ "$(id -u)" = 0 ] || { _ep_deps_say "not root: cannot apt-get install $*"; return 1; }
+_ep_apt() { # $@ = packages
+  [ "$(id -u)" = 0 ] || { _ep_deps_say "not root: cannot apt-get install $* (run as root)"; return 1; }
   command -v apt-get >/dev/null || { _ep_deps_say "no apt-get on this machine to install $*"; return 1; }
   _ep_deps_say "apt-get install $*"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" </dev/null >&2 \
     || { apt-get update -q </dev/null >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" </dev/null >&2; }
+}
+# Installs those of the Debian packages $@ that are not installed yet (as root); quiet when all are.
+# scripts/test installs its test tools with it, bench/provision-virsh.sh genisoimage and jq.
+ep_apt_packages() {
+  local p missing=()
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) || _ep_apt "${missing[@]}"
 }
 ep_cluster_deps() {
   local version bin stamp go want
@@ -198,8 +207,8 @@ ep_cluster_deps() {
   bin="$(ep_cluster_bin_dir)"
   stamp="$bin/.stamp"
   want="$EP_CLUSTER_GO_MODULE@v$version server sql"
-  ep_cluster_pg_bin >/dev/null || _ep_cluster_apt postgresql || { _ep_deps_say "PostgreSQL (Debian's postgresql package) is needed"; return 1; }
-  command -v openssl >/dev/null || _ep_cluster_apt openssl || { _ep_deps_say "openssl is needed"; return 1; }
+  ep_cluster_pg_bin >/dev/null || _ep_apt postgresql || { _ep_deps_say "PostgreSQL (Debian's postgresql package) is needed"; return 1; }
+  command -v openssl >/dev/null || _ep_apt openssl || { _ep_deps_say "openssl is needed"; return 1; }
   if [ -x "$bin/temporal-server" ] && [ -x "$bin/temporal-sql-tool" ] && [ -d "$bin/../schema/postgresql/v12" ] \
     && [ "$(cat "$stamp" 2>/dev/null)" = "$want" ]; then
     printf '%s\n' "$bin"; return 0
