@@ -156,7 +156,7 @@ function poolGauges(registry: Registry, pools: PoolStore, timeoutMs: number, err
  * Per-host figures from one host listing per scrape (the store's listHosts: the last survey, the
  * open host workflows, a status query per cordoned host and a count of open proxies per host):
  * open proxies, free memory and reachability from the survey (absent for a host never surveyed),
- * and whether it is cordoned.
+ * whether it is cordoned and whether its drain is past its deadline.
  */
 function hostGauges(registry: Registry, hosts: HostStore, timeoutMs: number, errors: Counter<'operation'>): void {
   const listOnce = oncePerScrape(
@@ -188,6 +188,11 @@ function hostGauges(registry: Registry, hosts: HostStore, timeoutMs: number, err
     (h) => (h.memoryFreeMiB === undefined ? undefined : h.memoryFreeMiB * 1_048_576),
   );
   gauge('egress_host_cordoned', '1 if a host is cordoned (no new placements), else 0', (h) => bool(h.cordoned));
+  gauge(
+    'egress_host_drain_overdue',
+    "1 while a host's drain is past its deadline with proxies left on it, else 0 (absent for a host without a drain deadline)",
+    (h) => (h.drain?.deadlineAt === undefined ? undefined : bool(h.phase === 'Draining' && h.drain.overdue === true)),
+  );
   gauge('egress_host_reachable', '1 if the last provider-health survey reached a host, else 0', (h) =>
     bool(h.reachable),
   );

@@ -105,7 +105,11 @@ export function registerHostRoutes(app: FastifyInstance, o: HostRoutesOptions): 
         const { entry, host } = request.params;
         const known = await hosts.knownHosts();
         if (!known.hosts.some((h) => h.entry === entry && h.host === host)) throw unknownHost(entry, host, known);
-        const req: HostActionRequest = request.body?.reason === undefined ? {} : { reason: request.body.reason };
+        const body = request.body ?? {};
+        const req: HostActionRequest = {
+          ...(body.reason === undefined ? {} : { reason: body.reason }),
+          ...(action === 'drain' && body.deadlineMs !== undefined ? { deadlineMs: body.deadlineMs } : {}),
+        };
         const r = await hosts.act(action, entry, host, req, o.taskQueue);
         if (r.kind === 'refused') {
           throw new ApiError(
@@ -113,7 +117,10 @@ export function registerHostRoutes(app: FastifyInstance, o: HostRoutesOptions): 
             `host ${entry}/${host} refused the ${action}: ${r.message.slice(0, 500)}`,
           );
         }
-        request.log.info({ entry, host, action, reason: req.reason, phase: r.status.phase }, `host ${action}`);
+        request.log.info(
+          { entry, host, action, reason: req.reason, deadlineMs: req.deadlineMs, phase: r.status.phase },
+          `host ${action}`,
+        );
         return { status: r.status };
       },
     );

@@ -1,7 +1,7 @@
 // JSON schemas of the /v1/hosts routes (validation and the OpenAPI document), closed at every level
 // like the proxies' (api/schemas.ts). The shapes are contracts/host.ts HostView and HostStatus; a
 // field not listed here would be dropped by the response serializer, so every field is.
-import { MAX_HOST_REASON_LENGTH } from '../contracts/host.ts';
+import { MAX_DRAIN_DEADLINE_MS, MAX_HOST_REASON_LENGTH, MIN_DRAIN_DEADLINE_MS } from '../contracts/host.ts';
 import { errorSchema, identifierSchema, pathReadErrors, readErrors, writeErrors } from './schemas.ts';
 
 const PHASES = ['Schedulable', 'Cordoned', 'Draining', 'Drained'] as const;
@@ -29,6 +29,16 @@ const drainSchema = {
       },
     },
     remaining: { type: 'integer', description: 'proxies still on the host at the last pass' },
+    deadlineAt: {
+      type: 'string',
+      format: 'date-time',
+      description: "when the drain should be done (the drain request's deadlineMs)",
+    },
+    overdue: {
+      type: 'boolean',
+      description:
+        'a pass after deadlineAt still found proxies on the host (those still asked); the drain goes on asking',
+    },
     lastError: {
       type: 'string',
       description: 'what the last pass could not read (`code: message`); absent when it read all',
@@ -84,16 +94,33 @@ const hostParams = {
   properties: { entry: identifierSchema, host: identifierSchema },
 } as const;
 
-/** Optional body of cordon, drain and uncordon (contracts/host.ts HostActionRequest). */
+const reasonSchema = {
+  type: 'string',
+  minLength: 1,
+  maxLength: MAX_HOST_REASON_LENGTH,
+  description: 'why: shown in the status, the logs and the Web UI',
+} as const;
+
+/** Optional body of cordon and uncordon (contracts/host.ts HostActionRequest). */
 export const hostActionBodySchema = {
   type: 'object',
   additionalProperties: false,
+  properties: { reason: reasonSchema },
+} as const;
+
+/** Optional body of drain: a reason and a deadline (contracts/host.ts HostActionRequest). */
+export const hostDrainBodySchema = {
+  type: 'object',
+  additionalProperties: false,
   properties: {
-    reason: {
-      type: 'string',
-      minLength: 1,
-      maxLength: MAX_HOST_REASON_LENGTH,
-      description: 'why: shown in the status, the logs and the Web UI',
+    reason: reasonSchema,
+    deadlineMs: {
+      type: 'integer',
+      minimum: MIN_DRAIN_DEADLINE_MS,
+      maximum: MAX_DRAIN_DEADLINE_MS,
+      description:
+        'how long the drain may take from this request; past it with proxies left the drain is overdue ' +
+        '(status, egress_host_drain_overdue) and goes on asking: nothing is deleted by force',
     },
   },
 } as const;
@@ -104,13 +131,17 @@ export const OPTIONAL_BODY_OPERATIONS: ReadonlySet<string> = new Set(['cordonHos
 const secured = [{ bearer: [] }];
 const tags = ['hosts'];
 
-const action = (operationId: string, summary: string) => ({
+const action = (
+  operationId: string,
+  summary: string,
+  body: typeof hostActionBodySchema | typeof hostDrainBodySchema = hostActionBodySchema,
+) => ({
   operationId,
   summary,
   tags,
   security: secured,
   params: hostParams,
-  body: hostActionBodySchema,
+  body,
   response: {
     200: {
       type: 'object',
@@ -156,6 +187,10 @@ export const hostRouteSchemas = {
     },
   },
   cordon: action('cordonHost', 'Stop new placements on the host (idempotent); its proxies stay'),
-  drain: action('drainHost', 'Cordon the host and move its proxies elsewhere within each pool budget (idempotent)'),
+  drain: action(
+    'drainHost',
+    'Cordon the host and move its proxies elsewhere within each pool budget (idempotent), by an optional deadline',
+    hostDrainBodySchema,
+  ),
   uncordon: action('uncordonHost', 'Make the host schedulable again (ends its maintenance workflow)'),
 } as const;

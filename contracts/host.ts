@@ -28,7 +28,18 @@ export type HostPhase = 'Schedulable' | 'Cordoned' | 'Draining' | 'Drained';
 /** Body of cordon, drain and uncordon: why (shown in status, logs and the Web UI). */
 export interface HostActionRequest {
   reason?: string;
+  /**
+   * Drain only: how long the drain may take, in ms from this request (a later drain request with
+   * one sets it anew). Past it with proxies still on the host, the drain is `overdue` (its status,
+   * a warning in the worker's log, `egress_host_drain_overdue`): it goes on asking every pass and
+   * deletes nothing by force; the operator decides (docs/hosts.md).
+   */
+  deadlineMs?: number;
 }
+
+/** Bounds of a drain's `deadlineMs`: a second, and 30 days. */
+export const MIN_DRAIN_DEADLINE_MS = 1_000;
+export const MAX_DRAIN_DEADLINE_MS = 30 * 86_400_000;
 
 /** One proxy a drain is moving off the host. */
 export interface DrainedProxy {
@@ -48,6 +59,13 @@ export interface HostDrain {
   proxies: DrainedProxy[];
   /** Proxies still on the host at the last pass. */
   remaining: number;
+  /** RFC 3339 workflow time the drain should be done by (a drain request's `deadlineMs`). */
+  deadlineAt?: string;
+  /**
+   * True once a pass after `deadlineAt` still found proxies on the host (it stays true if the drain
+   * ends later: `finishedAt` says when). The proxies still `asked` are the ones that did not move.
+   */
+  overdue?: boolean;
   /**
    * What the last pass could not read (`code: message`): the host's own domains (the pass then
    * counted visibility alone) or the whole listing (the pass was skipped). Absent when it read all.

@@ -18,7 +18,12 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
-import { DEFAULT_DRAIN_POLL_MS, MAX_HOST_REASON_LENGTH } from '../contracts/host.ts';
+import {
+  DEFAULT_DRAIN_POLL_MS,
+  MAX_DRAIN_DEADLINE_MS,
+  MAX_HOST_REASON_LENGTH,
+  MIN_DRAIN_DEADLINE_MS,
+} from '../contracts/host.ts';
 import type {
   DrainedProxy,
   HostActionRequest,
@@ -42,11 +47,23 @@ function validRequest(what: string, req: HostActionRequest | undefined): void {
   if (req === undefined || req === null) return;
   if (typeof req !== 'object' || Array.isArray(req))
     throw new Error(`${what}: the body must be an object like {"reason": "..."}`);
-  const extra = Object.keys(req).filter((k) => k !== 'reason');
-  if (extra.length > 0) throw new Error(`${what}: unknown field ${extra[0]} (only reason is accepted)`);
+  const fields = what === 'drain' ? ['reason', 'deadlineMs'] : ['reason'];
+  const extra = Object.keys(req).filter((k) => !fields.includes(k));
+  if (extra[0] === 'deadlineMs') throw new Error(`${what}: deadlineMs is a drain's field (${what} takes only reason)`);
+  if (extra.length > 0)
+    throw new Error(
+      `${what}: unknown field ${extra[0]} (only ${fields.join(' and ')} ${fields.length === 1 ? 'is' : 'are'} accepted)`,
+    );
   if (req.reason !== undefined && typeof req.reason !== 'string') throw new Error(`${what}: reason must be a string`);
   if ((req.reason ?? '').length > MAX_HOST_REASON_LENGTH)
     throw new Error(`${what}: reason is longer than ${MAX_HOST_REASON_LENGTH} characters; shorten it`);
+  const d = req.deadlineMs;
+  if (d !== undefined && (!Number.isInteger(d) || d < MIN_DRAIN_DEADLINE_MS || d > MAX_DRAIN_DEADLINE_MS)) {
+    throw new Error(
+      `${what}: deadlineMs must be a whole number of milliseconds from ${MIN_DRAIN_DEADLINE_MS} to ` +
+        `${MAX_DRAIN_DEADLINE_MS} (30 days), got ${JSON.stringify(d)}`,
+    );
+  }
 }
 
 export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus> {
@@ -106,6 +123,11 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus
         s.drain = { startedAt: now(), proxies: [], remaining: 0 };
         if (req?.reason !== undefined) s.reason = req.reason;
         log.info('host drain started', { entry, host, reason: s.reason });
+      }
+      if (req?.deadlineMs !== undefined && s.phase === 'Draining' && s.drain !== undefined) {
+        s.drain.deadlineAt = new Date(Date.now() + req.deadlineMs).toISOString();
+        delete s.drain.overdue;
+        log.info('host drain deadline set', { entry, host, deadlineAt: s.drain.deadlineAt });
       }
       publish();
       return status();
@@ -212,6 +234,17 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus
       drain.finishedAt = now();
       publish();
       log.info('host drained', { entry, host, proxies: drain.proxies.length });
+    } else if (drain.deadlineAt !== undefined && drain.overdue !== true && Date.now() >= Date.parse(drain.deadlineAt)) {
+      // Once per deadline: the status says so (and the API's egress_host_drain_overdue); the passes go on.
+      drain.overdue = true;
+      const stuck = drain.proxies.filter((p) => p.state === 'asked');
+      log.warn('host drain past its deadline with proxies left', {
+        entry,
+        host,
+        deadlineAt: drain.deadlineAt,
+        remaining: drain.remaining,
+        proxies: stuck.slice(0, 20).map((p) => (p.error === undefined ? p.name : `${p.name}: ${p.error}`)),
+      });
     }
   };
 

@@ -132,6 +132,8 @@ describe('host routes', () => {
       proxies: [{ name: 'p1', pool: 'lab/crawl', state: 'asked', error: 'E: x' }],
       remaining: 1,
       lastError: 'KVM2_TIMEOUT: no answer',
+      deadlineAt: '2026-12-01T11:30:00.000Z',
+      overdue: true,
     };
     const read = json<{ host: HostView }>(await call('GET', '/v1/hosts/lab/h1')).host;
     assert.deepEqual(read.drain, h1.status.drain);
@@ -161,12 +163,32 @@ describe('host routes', () => {
     assert.equal(hosts.calls['knownHosts'] ?? 0, 0);
   });
 
+  it("drain's deadlineMs is passed to the host workflow; cordon and uncordon do not take one", async () => {
+    const drain = await call('POST', '/v1/hosts/lab/h2/drain', { reason: 'disk swap', deadlineMs: 1_800_000 });
+    assert.equal(drain.statusCode, 200, drain.body);
+    assert.deepEqual(hosts.actions.at(-1)?.req, { reason: 'disk swap', deadlineMs: 1_800_000 });
+    const n = hosts.actions.length;
+    for (const action of ['cordon', 'uncordon']) {
+      const res = await call('POST', `/v1/hosts/lab/h2/${action}`, { deadlineMs: 1_800_000 });
+      assert.deepEqual(
+        [res.statusCode, error(res).code, error(res).field],
+        [400, 'UNKNOWN_FIELD', 'deadlineMs'],
+        res.body,
+      );
+    }
+    assert.equal(hosts.actions.length, n, 'nothing is asked of the store for a refused body');
+  });
+
   it('bad input is a 400 naming the field, before any store call', async () => {
     const cases: [string, string, unknown, string, string][] = [
       ['POST', '/v1/hosts/lab/h1/cordon', { reason: 7 }, 'INVALID_FIELD', 'reason'],
       ['POST', '/v1/hosts/lab/h1/drain', { reason: '' }, 'INVALID_FIELD', 'reason'],
       ['POST', '/v1/hosts/lab/h1/drain', { reason: 'x'.repeat(501) }, 'INVALID_FIELD', 'reason'],
       ['POST', '/v1/hosts/lab/h1/cordon', { why: 'x' }, 'UNKNOWN_FIELD', 'why'],
+      ['POST', '/v1/hosts/lab/h1/drain', { deadlineMs: 999 }, 'INVALID_FIELD', 'deadlineMs'],
+      ['POST', '/v1/hosts/lab/h1/drain', { deadlineMs: 1500.5 }, 'INVALID_FIELD', 'deadlineMs'],
+      ['POST', '/v1/hosts/lab/h1/drain', { deadlineMs: 30 * 86_400_000 + 1 }, 'INVALID_FIELD', 'deadlineMs'],
+      ['POST', '/v1/hosts/lab/h1/drain', { deadlineMs: '30m' }, 'INVALID_FIELD', 'deadlineMs'],
       ['POST', '/v1/hosts/lab/H1/cordon', {}, 'INVALID_FIELD', 'host'],
       ['GET', '/v1/hosts/Lab/h1', undefined, 'INVALID_FIELD', 'entry'],
       ['GET', '/v1/hosts?host=h1', undefined, 'UNKNOWN_FIELD', 'host'],
@@ -205,8 +227,31 @@ describe('host routes', () => {
     }
   });
 
-  it('/metrics has egress_host_proxies, _memory_free_bytes, _cordoned and _reachable per host', async () => {
+  it('/metrics has egress_host_proxies, _memory_free_bytes, _cordoned, _reachable and _drain_overdue per host', async () => {
     hosts.add('lab', 'h9', { survey: false, status: { phase: 'Cordoned', cordoned: true }, proxies: 2 });
+    const drain = (overdue: boolean) => ({
+      startedAt: '2026-12-01T11:00:00.000Z',
+      proxies: [],
+      remaining: 1,
+      deadlineAt: '2026-12-01T11:30:00.000Z',
+      ...(overdue ? { overdue } : {}),
+    });
+    hosts.add('lab', 'h7', {
+      survey: false,
+      status: { phase: 'Draining', cordoned: true, drain: drain(true) },
+      proxies: 1,
+    });
+    hosts.add('lab', 'h8', {
+      survey: false,
+      status: { phase: 'Draining', cordoned: true, drain: drain(false) },
+      proxies: 1,
+    });
+    // Drained after its deadline: no longer overdue for the alert (its status keeps overdue: true).
+    hosts.add('lab', 'h6', {
+      survey: false,
+      status: { phase: 'Drained', cordoned: true, drain: drain(true) },
+      proxies: 0,
+    });
     const text = (await call('GET', '/metrics', undefined, READER)).body;
     const lines = text.split('\n').filter((l) => l.startsWith('egress_host_'));
     for (const want of [
@@ -217,12 +262,17 @@ describe('host routes', () => {
       'egress_host_cordoned{entry="lab",host="h1"} 0',
       'egress_host_reachable{entry="lab",host="h2"} 0',
       'egress_host_reachable{entry="edge",host="e1"} 1',
+      'egress_host_drain_overdue{entry="lab",host="h7"} 1',
+      'egress_host_drain_overdue{entry="lab",host="h8"} 0',
+      'egress_host_drain_overdue{entry="lab",host="h6"} 0',
     ]) {
       assert.ok(lines.includes(want), `${want} in\n${lines.join('\n')}`);
     }
+    // A host without a drain deadline has no drain_overdue line (absent, not 0).
+    assert.ok(!lines.some((l) => /^egress_host_drain_overdue\{entry="lab",host="h[19]"\}/.test(l)), lines.join('\n'));
     // A host never surveyed has no survey figures (absent, not 0).
     assert.ok(!lines.some((l) => /_(reachable|memory_free_bytes)\{entry="lab",host="h9"\}/.test(l)), lines.join('\n'));
-    assert.equal(hosts.calls['listHosts'], 1, 'one listing feeds the four gauges');
+    assert.equal(hosts.calls['listHosts'], 1, 'one listing feeds the five gauges');
   });
 
   it('/metrics without an answer from the host store: no egress_host_* line, the failure counted', async () => {

@@ -3,7 +3,8 @@
  * commands' own HTTP calls): list and get print the hosts (json and table; a never-surveyed host
  * reads "-" in the survey columns), cordon/drain/uncordon send --reason, an unknown host exits 3
  * naming the known ones, a read-only token exits 1, a refusal exits 4 with its reason, a bad
- * ENTRY/HOST exits 2; drain --wait prints the progress until Drained, and exits 1 at --wait-ms.
+ * ENTRY/HOST exits 2; drain --wait prints the progress until Drained, and exits 1 at --wait-ms or once
+ * the drain is past its --deadline-ms.
  */
 import assert from 'node:assert/strict';
 import { after, before, beforeEach, describe, it } from 'node:test';
@@ -15,6 +16,7 @@ import type { Context } from '../../cli/command.ts';
 import { findCommand } from '../../cli/commands/index.ts';
 import { CliError, EXIT } from '../../cli/http.ts';
 import { createLogger } from '../../lib/log/logger.ts';
+import { OptionError } from '../../runtime/options.ts';
 import { FakeHosts, hostsOf } from '../support/fake-hosts.ts';
 import { FakeStore } from '../support/fake-store.ts';
 
@@ -173,6 +175,32 @@ describe('egressctl host commands', () => {
     assert.equal(r.lines.length, 2, r.lines.join('\n'));
     assert.match(r.lines[0]!, /Z Draining remaining=1 proxies=1 asked=1 gone=0$/);
     assert.match(r.lines[1]!, /Z Drained remaining=0 proxies=0 asked=0 gone=1$/);
+  });
+
+  it('drain --deadline-ms sends deadlineMs; --wait exits 1 once the drain is overdue; a bad one exits 2', async () => {
+    const h = hosts.hosts.get('lab/h1')!;
+    const getHost = hosts.getHost.bind(hosts);
+    let reads = 0;
+    hosts.getHost = async (entry, host) => {
+      // The second read finds the drain past its deadline with both proxies still there.
+      if (h.status.drain && ++reads === 2) h.status = { ...h.status, drain: { ...h.status.drain, overdue: true } };
+      return getHost(entry, host);
+    };
+    const argv = ['host', 'drain', 'lab/h1', '--deadline-ms', '60000', '--wait', '--interval-ms', '1'];
+    const r = await egressctl([...argv, '--wait-ms', '10000']);
+    assert.equal(r.code, EXIT.failure, r.lines.join('\n'));
+    assert.deepEqual(hosts.actions.at(-1)?.req, { deadlineMs: 60_000 });
+    assert.match(r.lines.at(-1)!, /Z Draining overdue remaining=2 proxies=2 /);
+    assert.ok(!r.lines[0]!.includes('overdue'), r.lines.join('\n'));
+    const n = hosts.actions.length;
+    for (const bad of ['999', '1.5', 'soon', String(30 * 86_400_000 + 1)]) {
+      await assert.rejects(
+        egressctl(['host', 'drain', 'lab/h1', '--deadline-ms', bad]),
+        (err: unknown) => err instanceof OptionError && /^--deadline-ms must be /.test(err.message),
+        bad,
+      );
+    }
+    assert.equal(hosts.actions.length, n, 'nothing sent for a bad --deadline-ms');
   });
 
   it('drain --wait exits 1 at --wait-ms when the host does not drain', async () => {

@@ -7,7 +7,7 @@
  * unknown host with the known ones named). The activities are the real ones of activities/host.ts
  * except the listing of the host (scripted: no libvirt here) and the providers file (a stand-in).
  *
- * EP_RECORD_HOST_REPLAY=1 writes the histories of the cordon and the drain tests to
+ * EP_RECORD_HOST_REPLAY=1 writes the histories of the cordon, the drain and the drain deadline tests to
  * test/replay/host-*.sdk-<version>.json (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
@@ -398,6 +398,60 @@ describe('host workflow', () => {
       }),
   );
 
+  it('a drain past its deadline with a proxy that cannot move is overdue, goes on asking, and ends Drained', opts, () =>
+    withHosts(async (c) => {
+      const proxy = await c.client.workflow.start(PROXY_STAND_IN_TYPE, {
+        taskQueue: c.tq,
+        workflowId: proxyWorkflowId(ENTRY, 's1'),
+        args: [{ running: false }],
+      });
+      c.started.push(proxy);
+      c.onHost = [{ name: 's1' }];
+      const started = await drainHost(c.client, ENTRY, 'h1', { reason: 'disk swap', deadlineMs: 60_000 }, c.tq);
+      assert.equal(started.phase, 'Draining');
+      const deadlineAt = Date.parse(started.drain?.deadlineAt ?? '');
+      assert.equal(
+        deadlineAt - Date.parse(started.drain?.startedAt ?? ''),
+        60_000,
+        'deadlineAt is 60 s after the start',
+      );
+      assert.equal(started.drain?.overdue, undefined);
+      const first = await statusWhen(c, 'h1', (s) => s.drain?.proxies.length === 1, 'the first drain pass');
+      assert.match(first.drain?.proxies[0]?.error ?? '', /not Running/);
+      assert.equal(first.drain?.overdue, undefined, 'not overdue before the deadline');
+
+      // Past the deadline (passes every 10 s): overdue, still Draining, still asking.
+      await e.env.sleep(70_000);
+      const late = await statusWhen(c, 'h1', (s) => s.drain?.overdue === true, 'the drain marked overdue');
+      assert.equal(late.phase, 'Draining');
+      assert.equal(late.drain?.remaining, 1);
+      assert.deepEqual(
+        late.drain?.proxies.map((p) => [p.name, p.state]),
+        [['s1', 'asked']],
+      );
+      assert.deepEqual(await proxy.query(movesQuery), [], 'nothing moved or deleted by force');
+
+      // A new drain request with a deadline sets it anew and clears overdue.
+      const again = await drainHost(c.client, ENTRY, 'h1', { deadlineMs: 600_000 }, c.tq);
+      assert.equal(again.drain?.overdue, undefined, 'a new deadline clears overdue');
+      assert.ok(Date.parse(again.drain?.deadlineAt ?? '') > deadlineAt, 'the deadline moved');
+
+      // The proxy can move now: the next pass asks again, then the host is empty.
+      await proxy.signal(runningSignal);
+      await e.env.sleep(10_000);
+      await statusWhen(c, 'h1', (s) => s.drain?.proxies[0]?.error === undefined, 'the move accepted');
+      assert.deepEqual(await proxy.query(movesQuery), [{ avoidHosts: ['h1'], reason: 'disk swap' }]);
+      c.onHost = [];
+      await e.env.sleep(10_000);
+      const drained = await statusWhen(c, 'h1', (s) => s.phase === 'Drained', 'Drained');
+      assert.equal(drained.drain?.overdue, undefined, 'done within the new deadline');
+      assert.ok(drained.drain?.finishedAt);
+      await uncordonHost(c.client, ENTRY, 'h1', {});
+      await ended(c, 'h1');
+      await record(c.client.workflow.getHandle(hostWorkflowId(ENTRY, 'h1')), 'host-drain-deadline');
+    }),
+  );
+
   it('refuses bad bodies before the history and an unknown host naming the known ones', opts, () =>
     withHosts(async (c) => {
       await cordonHost(c.client, ENTRY, 'h1', {}, c.tq);
@@ -414,6 +468,19 @@ describe('host workflow', () => {
         uncordonHost(c.client, ENTRY, 'h1', { reason: 'x'.repeat(501) }),
         (err: Error) => err instanceof HostActionRefusedError && /longer than 500/.test(err.message),
       );
+      await assert.rejects(
+        cordonHost(c.client, ENTRY, 'h1', { deadlineMs: 60_000 }, c.tq),
+        (err: Error) => err instanceof HostActionRefusedError && /deadlineMs is a drain's field/.test(err.message),
+      );
+      for (const deadlineMs of [0, 999, 1.5, 30 * 86_400_000 + 1]) {
+        await assert.rejects(
+          drainHost(c.client, ENTRY, 'h1', { deadlineMs }, c.tq),
+          (err: Error) =>
+            err instanceof HostActionRefusedError &&
+            /deadlineMs must be a whole number of milliseconds/.test(err.message),
+          `deadlineMs ${deadlineMs}`,
+        );
+      }
       assert.equal((await historyOf(c, 'h1')).updates, updates, 'refused before the history');
       assert.equal((await hostStatus(c.client, ENTRY, 'h1')).phase, 'Cordoned', 'still cordoned');
 
