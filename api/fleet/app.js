@@ -280,6 +280,13 @@
 
   // ---- rendering ----
 
+  /** A cordoned host's phase and reason; a drain past its deadline (drain.overdue) in red. */
+  function cordonBadge(x) {
+    const overdue = x.phase === 'Draining' && x.drain && x.drain.overdue === true;
+    const text = x.phase + (overdue ? ' (overdue)' : '') + (x.reason ? ': ' + x.reason : '');
+    return badge(text, overdue ? 'bad' : 'warn');
+  }
+
   function phaseBadge(phase) {
     if (!phase) return '';
     const kind = phase === 'Ready' ? 'good' : phase === 'Degraded' ? 'bad' : 'warn';
@@ -390,7 +397,7 @@
           : x.reachable === false
             ? badge('no', 'bad')
             : badge('unknown', 'warn'),
-        x.cordoned ? badge(x.phase + (x.reason ? ': ' + x.reason : ''), 'warn') : 'no',
+        x.cordoned ? cordonBadge(x) : 'no',
         typeof x.memoryFreeMiB === 'number'
           ? mib(x.memoryFreeMiB) + (typeof x.memoryTotalMiB === 'number' ? ' of ' + mib(x.memoryTotalMiB) : '')
           : '',

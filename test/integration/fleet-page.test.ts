@@ -275,6 +275,22 @@ describe('the fleet page in headless chromium (the API over stand-in stores)', {
     status: { phase: 'Draining', cordoned: true, reason: 'kernel' },
     proxies: 1,
   });
+  hosts.add('lab', 'hv3', {
+    survey: { memoryFreeMiB: 8_000, memoryTotalMiB: 16_000, cpus: 8 },
+    status: {
+      phase: 'Draining',
+      cordoned: true,
+      reason: 'disk',
+      drain: {
+        startedAt: '2026-12-01T10:00:00.000Z',
+        proxies: [],
+        remaining: 1,
+        deadlineAt: '2026-12-01T10:30:00.000Z',
+        overdue: true,
+      },
+    },
+    proxies: 1,
+  });
   const xss = '<img src=x onerror="document.title=1"> boom';
 
   before(async () => {
@@ -334,6 +350,8 @@ describe('the fleet page in headless chromium (the API over stand-in stores)', {
     const hv2 = row(hosts, 'lab/hv2');
     assert.deepEqual(hv2?.slice(0, 3), ['lab/hv2', 'no', 'Draining: kernel'], hv2?.join(' | '));
     assert.equal(hv2[7], 'ssh: timeout', 'the survey error');
+    const hv3 = row(hosts, 'lab/hv3');
+    assert.deepEqual(hv3?.slice(0, 3), ['lab/hv3', 'yes', 'Draining (overdue): disk'], hv3?.join(' | '));
   });
 
   it('while the API answers 503 the page says so and retries with backoff; then it recovers', async () => {
