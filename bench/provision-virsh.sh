@@ -26,7 +26,7 @@ source "$EP_ROOT/scripts/deps.sh"
 ep_apt_packages genisoimage jq || { echo "bench/provision-virsh.sh: genisoimage and jq are needed (apt-get install genisoimage jq)" >&2; exit 1; }
 
 # EP_TESTHOST_ONLY=ep-h1: that host alone (bench/create-steps.ts compares one host with one host).
-HOSTFILES=("$STATE"/"${EP_TESTHOST_ONLY:-ep-h*}".json)
+if [ -n "${EP_TESTHOST_ONLY:-}" ]; then HOSTFILES=("$STATE/$EP_TESTHOST_ONLY.json"); else HOSTFILES=("$STATE"/ep-h*.json); fi
 [ -f "${HOSTFILES[0]}" ] || { echo "no test host ${EP_TESTHOST_ONLY:-ep-h*} under $STATE" >&2; exit 1; }
 mapfile -t URIS < <(for f in "${HOSTFILES[@]}"; do jq -r .virshUri "$f"; done)
 mapfile -t NETS < <(for f in "${HOSTFILES[@]}"; do jq -r .network "$f"; done)
