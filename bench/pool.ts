@@ -595,7 +595,11 @@ async function main(): Promise<void> {
     };
     await worker.runUntil(poolsWorker ? () => poolsWorker.runUntil(body) : body);
     await connection.close();
-    const f = <T>(rows: T[], k: keyof T, d: number): string => fmtRange(spread(rows.map((x) => x[k] as number)), d);
+    // A phase the run skipped (--no-anchor: no manual runs; --no-rollout: no rollout) reads "not run".
+    const f = <T>(rows: T[], k: keyof T, d: number): string =>
+      rows.length === 0 || (values['no-rollout'] && /^(rollout|minInDiscovery|maxMembers)/.test(String(k)))
+        ? 'not run'
+        : fmtRange(spread(rows.map((x) => x[k] as number)), d);
     console.log(`\nmedian (min-max) of ${RUNS} run(s), N = ${N}, load average at end ${fmtLoad(loadavg())}\n`);
     console.log('| measure | pool | by hand (proxies alone) |');
     console.log('|---|---|---|');
@@ -625,7 +629,7 @@ async function main(): Promise<void> {
       `| replace all N: fewest in discovery at a 1 s sample | ${f(pools, 'minInDiscovery', 0)} | (N: old kept until all new Healthy) |`,
     );
     console.log(
-      `| replace all N: most members listed at once (leaving ones included) | ${f(pools, 'maxMembers', 0)} | ${2 * N} |`,
+      `| replace all N: most members listed at once (leaving ones included) | ${f(pools, 'maxMembers', 0)} | ${manuals.length === 0 ? 'not run' : 2 * N} |`,
     );
     console.log(
       `| replace all N: worker peak RSS MiB | ${f(pools, 'rolloutWorkerPeak', 0)} | ${f(manuals, 'workerPeak', 0)} |`,
