@@ -6,6 +6,7 @@
 // are served by each worker (`--metrics-listen`, activities/metrics.ts).
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import type { HostStore } from '../client/host-store.ts';
+import { drainOverdue } from '../contracts/host.ts';
 import type { HostView } from '../contracts/host.ts';
 import type { PoolStore, PoolSummary } from '../client/pools.ts';
 import { poolListQuery } from '../client/pools.ts';
@@ -191,7 +192,7 @@ function hostGauges(registry: Registry, hosts: HostStore, timeoutMs: number, err
   gauge(
     'egress_host_drain_overdue',
     "1 while a host's drain is past its deadline with proxies left on it, else 0 (absent for a host without a drain deadline)",
-    (h) => (h.drain?.deadlineAt === undefined ? undefined : bool(h.phase === 'Draining' && h.drain.overdue === true)),
+    (h) => (h.drain?.deadlineAt === undefined ? undefined : bool(drainOverdue(h))),
   );
   gauge('egress_host_reachable', '1 if the last provider-health survey reached a host, else 0', (h) =>
     bool(h.reachable),

@@ -108,7 +108,8 @@ export function registerHostRoutes(app: FastifyInstance, o: HostRoutesOptions): 
         const body = request.body ?? {};
         const req: HostActionRequest = {
           ...(body.reason === undefined ? {} : { reason: body.reason }),
-          ...(action === 'drain' && body.deadlineMs !== undefined ? { deadlineMs: body.deadlineMs } : {}),
+          // The schema takes deadlineMs on drain only.
+          ...(body.deadlineMs === undefined ? {} : { deadlineMs: body.deadlineMs }),
         };
         const r = await hosts.act(action, entry, host, req, o.taskQueue);
         if (r.kind === 'refused') {

@@ -595,11 +595,10 @@ async function main(): Promise<void> {
     };
     await worker.runUntil(poolsWorker ? () => poolsWorker.runUntil(body) : body);
     await connection.close();
-    // A phase the run skipped (--no-anchor: no manual runs; --no-rollout: no rollout) reads "not run".
+    // A phase the run skipped (--no-anchor: no manual runs; --no-rollout: no rollout) has no rows: "not run".
     const f = <T>(rows: T[], k: keyof T, d: number): string =>
-      rows.length === 0 || (values['no-rollout'] && /^(rollout|minInDiscovery|maxMembers)/.test(String(k)))
-        ? 'not run'
-        : fmtRange(spread(rows.map((x) => x[k] as number)), d);
+      rows.length === 0 ? 'not run' : fmtRange(spread(rows.map((x) => x[k] as number)), d);
+    const rolled = values['no-rollout'] ? [] : pools;
     console.log(`\nmedian (min-max) of ${RUNS} run(s), N = ${N}, load average at end ${fmtLoad(loadavg())}\n`);
     console.log('| measure | pool | by hand (proxies alone) |');
     console.log('|---|---|---|');
@@ -617,25 +616,25 @@ async function main(): Promise<void> {
     console.log(`| scale 0 → N: the member's own history events | ${f(pools, 'scaleMemberEventsPerMember', 1)} | |`);
     console.log(`| at rest: member reports the pool received (window) | ${f(pools, 'restReports', 0)} | |`);
     console.log(
-      `| rollout: member reports the pool received / member of N | ${f(pools, 'rolloutReportsPerMember', 2)} | |`,
+      `| rollout: member reports the pool received / member of N | ${f(rolled, 'rolloutReportsPerMember', 2)} | |`,
     );
-    console.log(`| rollout: pool history events / member of N | ${f(pools, 'rolloutPoolEventsPerMember', 2)} | |`);
+    console.log(`| rollout: pool history events / member of N | ${f(rolled, 'rolloutPoolEventsPerMember', 2)} | |`);
     console.log(`| at rest: events / member-hour (window) | ${f(pools, 'memberEventsPerHour', 1)} | |`);
     console.log(`| at rest: pool workflow events / hour (window) | ${f(pools, 'poolEventsPerHour', 1)} | |`);
     console.log(`| at rest: server CPU-s / min | ${f(pools, 'restServerCpuPerMin', 2)} | |`);
     console.log(`| at rest: worker CPU-s / min | ${f(pools, 'restWorkerCpuPerMin', 2)} | |`);
-    console.log(`| replace all N: s | ${f(pools, 'rolloutS', 1)} | ${f(manuals, 'replaceS', 1)} |`);
+    console.log(`| replace all N: s | ${f(rolled, 'rolloutS', 1)} | ${f(manuals, 'replaceS', 1)} |`);
     console.log(
-      `| replace all N: fewest in discovery at a 1 s sample | ${f(pools, 'minInDiscovery', 0)} | (N: old kept until all new Healthy) |`,
+      `| replace all N: fewest in discovery at a 1 s sample | ${f(rolled, 'minInDiscovery', 0)} | (N: old kept until all new Healthy) |`,
     );
     console.log(
-      `| replace all N: most members listed at once (leaving ones included) | ${f(pools, 'maxMembers', 0)} | ${manuals.length === 0 ? 'not run' : 2 * N} |`,
+      `| replace all N: most members listed at once (leaving ones included) | ${f(rolled, 'maxMembers', 0)} | ${manuals.length === 0 ? 'not run' : 2 * N} |`,
     );
     console.log(
-      `| replace all N: worker peak RSS MiB | ${f(pools, 'rolloutWorkerPeak', 0)} | ${f(manuals, 'workerPeak', 0)} |`,
+      `| replace all N: worker peak RSS MiB | ${f(rolled, 'rolloutWorkerPeak', 0)} | ${f(manuals, 'workerPeak', 0)} |`,
     );
     console.log(
-      `| replace all N: server peak RSS MiB | ${f(pools, 'rolloutServerPeak', 0)} | ${f(manuals, 'serverPeak', 0)} |`,
+      `| replace all N: server peak RSS MiB | ${f(rolled, 'rolloutServerPeak', 0)} | ${f(manuals, 'serverPeak', 0)} |`,
     );
     const roll = median(pools.map((x) => x.rolloutS));
     const hand = median(manuals.map((x) => x.replaceS));

@@ -73,6 +73,11 @@ export interface HostDrain {
   lastError?: string;
 }
 
+/** A host still `Draining` past its drain's deadline with proxies left (the metric, the CLI's --wait). */
+export function drainOverdue(s: Pick<HostStatus, 'phase' | 'drain'>): boolean {
+  return s.phase === 'Draining' && s.drain?.overdue === true;
+}
+
 export interface HostStatus {
   entry: string;
   host: string;

@@ -2,7 +2,7 @@
 // the host's maintenance workflow) and drain --wait: the drain's progress, printed as it changes,
 // until the host is Drained or the bound passes.
 import type { GetHostResponse, HostActionResponse } from '../../api/responses.ts';
-import { MAX_DRAIN_DEADLINE_MS, MIN_DRAIN_DEADLINE_MS } from '../../contracts/host.ts';
+import { drainOverdue, MAX_DRAIN_DEADLINE_MS, MIN_DRAIN_DEADLINE_MS } from '../../contracts/host.ts';
 import type { HostView } from '../../contracts/host.ts';
 import { api, EXIT } from '../http.ts';
 import { print, str } from '../command.ts';
@@ -37,8 +37,15 @@ function drainView(h: HostView) {
   const gone = h.drain?.proxies.filter((p) => p.state === 'gone').length ?? 0;
   const errors = h.drain?.proxies.filter((p) => p.error !== undefined).map((p) => `${p.name}: ${p.error}`) ?? [];
   if (h.drain?.lastError !== undefined) errors.push(`last pass: ${h.drain.lastError}`);
-  const overdue = h.drain?.overdue === true && h.phase === 'Draining';
-  return { phase: h.phase, proxies: h.proxies, remaining: h.drain?.remaining, asked, gone, overdue, errors };
+  return {
+    phase: h.phase,
+    proxies: h.proxies,
+    remaining: h.drain?.remaining,
+    asked,
+    gone,
+    overdue: drainOverdue(h),
+    errors,
+  };
 }
 
 function drainLine(at: string, v: ReturnType<typeof drainView>): string {
