@@ -124,6 +124,10 @@ export function buildDomainXml(spec: DomainSpec): string {
     "    <rng model='virtio'>",
     "      <backend model='random'>/dev/urandom</backend>",
     '    </rng>',
+    // No USB controller and no balloon, which libvirt would otherwise add: nothing in a proxy
+    // uses them, and each is a device the guest's kernel and udev probe at every boot.
+    "    <controller type='usb' model='none'/>",
+    "    <memballoon model='none'/>",
     '  </devices>',
     '</domain>',
     '',
