@@ -333,13 +333,21 @@ async function printAnalysis(domain: string): Promise<void> {
       ['/usr/bin/systemd-analyze', 'time'],
       ['/bin/sh', '-c', 'systemd-analyze blame --no-pager | head -n 15'],
       ['/usr/bin/systemd-analyze', 'critical-chain', '--no-pager', 'squid.service'],
+      // The kernel's own milestones: the initramfs starts, the root is mounted, systemd runs.
+      [
+        '/bin/sh',
+        '-c',
+        'dmesg | grep -E "Run /init|Run /sbin/init|EXT4-fs \\(vda1\\)|systemd\\[1\\]: systemd |Freeing unused kernel|virtio_blk|virtio_net" | head -n 12',
+      ],
       // When each unit on the way to the first CONNECT was queued, exec'd and active (monotonic
       // µs since the kernel started), and the guest's own log lines for the seed and the lease.
       [
         '/bin/sh',
         '-c',
-        'for u in ep-seed.service cloud-init.service ifup@eth0.service systemd-networkd.service systemd-resolved.service squid.service; do systemctl show -p Id -p InactiveExitTimestampMonotonic -p ExecMainStartTimestampMonotonic -p ActiveEnterTimestampMonotonic "$u" | tr "\\n" " "; echo; done; journalctl -b -o short-monotonic --no-pager | grep -E "DHCPACK|bound to|DHCPv4 address|ep-seed:" || true',
+        'for u in ep-seed.service cloud-init.service ifup@eth0.service systemd-networkd.service systemd-resolved.service ep-net.service ep-names.target squid.service; do systemctl show -p Id -p InactiveExitTimestampMonotonic -p ExecMainStartTimestampMonotonic -p ActiveEnterTimestampMonotonic "$u" | tr "\\n" " "; echo; done; journalctl -b -o short-monotonic --no-pager | grep -E "DHCPACK|bound to|DHCPv4 address|ep-seed:|ep-net:|udhcpc: lease" || true',
       ],
+      // Squid's own start-up, from its log.
+      ['/bin/sh', '-c', 'journalctl -b -u squid.service -o short-monotonic --no-pager | head -n 25'],
       // Squid started once (no restart, no reconfigure after cloud-init wrote its configuration).
       [
         '/bin/sh',

@@ -366,6 +366,14 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
       `ep-seed's line on the console; tail:\n${consoleText.split('\n').slice(-40).join('\n')}`,
     );
     assert.doesNotMatch(consoleText, /Cloud-init v\. .* running 'init'/, 'cloud-init ran its network stage');
+    // The image's own initramfs and DHCP client (files/ep-initrd-init, files/ep-net): the lease
+    // the provider read is the one ep-dhcp applied, with the network's own name server.
+    assert.doesNotMatch(consoleText, /ep-initrd: error/);
+    assert.match(
+      consoleText,
+      new RegExp(`ep-net: bound: ${guestIp.replaceAll('.', '\\.')}/\\d+ via \\S+, names from (?!none)\\S+`),
+      `ep-net's lease line on the console; tail:\n${consoleText.split('\n').slice(-40).join('\n')}`,
+    );
   });
 
   it('on the NAT network the probe activity (health.via auto) goes through the host over SSH and logs why', async () => {
