@@ -12,10 +12,10 @@
  * monitor's own loop (activities/monitor.ts runMonitor: its folds, its 1 s polls while the proxy
  * boots, `healthyAfter` 2 passes) reads and probes the VM the same way until it turns Healthy
  * True: "start → Healthy" is what the workflow would record, less one workflow task. Start is
- * `createProxy` returning (the domain runs); the define and start before it are printed apart. The guest's serial console is read
- * every 250 ms and the first sight of each boot stage is timed (GRUB, kernel, init, systemd,
- * cloud-init, Squid, login), so a slow boot shows where its time went; with `--analyze`, the last
- * boot of each image also prints `systemd-analyze` and `blame` from the guest agent (guest-exec).
+ * `createProxy` returning (the domain runs); the define and start before it are printed apart.
+ * The guest's serial console is read every 250 ms and the first sight of each boot stage is
+ * timed (GRUB, kernel, init, systemd, cloud-init, Squid, login), so a slow boot shows where its
+ * time went; with `--analyze`, the last boot of each image also prints `systemd-analyze` and `blame` from the guest agent (guest-exec).
  * Then the proxy is deleted (no grace) and the next boot starts from a fresh overlay and seed.
  *
  *   flock /tmp/ep-integration.lock bash -c 'scripts/temporal up >/dev/null && test/hosts/testhost up 2 >/dev/null && \
