@@ -245,22 +245,34 @@ describe('cluster mode: scale-out, a killed server, a stopped PostgreSQL', { tim
     // is honoured by the other (one EP_API_PAGE_TOKEN_SECRET).
     assert.equal((await create(apis[1]!, 'o2', 'empty')).status, 201);
     assert.equal((await call(apis[0]!, 'GET', `/v1/proxies/${entry}/o2`)).status, 200);
+    // Running before the server is killed: an activity that completes while the server is down for
+    // over 10 s loses its completion (Core gives up reporting it) and waits for its timeout, 5 min
+    // for libvirt calls (docs/temporal.md, "Outages"). Waited for first, so that a failure below
+    // does not leave o2 mid-create for the tests after this one.
+    await waitState(apis[0]!, 'o2', 'Running', 180_000);
+    // Visibility is written after the start: wait until one unpaged list holds both. A full page
+    // carries a next-page token whether or not more rows exist (SQL visibility), so a token alone
+    // does not say that the second proxy is listed yet.
+    await pollUntil(
+      async () => {
+        const a = await call(apis[0]!, 'GET', `/v1/proxies?entry=${entry}&pageSize=10`);
+        const listed = a.status === 200 ? (a.body['proxies'] as { name: string }[]).map((p) => p.name) : [];
+        return listed.includes('o1') && listed.includes('o2') ? true : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 500, what: 'visibility to list both proxies' },
+    );
     const first = await pollUntil(
       async () => {
         const a = await call(apis[0]!, 'GET', `/v1/proxies?entry=${entry}&pageSize=1`);
         return a.status === 200 && typeof a.body['nextPageToken'] === 'string' ? a : undefined;
       },
-      { timeoutMs: 30_000, intervalMs: 500, what: 'visibility to list both proxies' },
+      { timeoutMs: 30_000, intervalMs: 500, what: 'a first page of one proxy with a next-page token' },
     );
     const token = encodeURIComponent(first.body['nextPageToken'] as string);
     const second = await call(apis[1]!, 'GET', `/v1/proxies?entry=${entry}&pageSize=1&pageToken=${token}`);
     assert.equal(second.status, 200, JSON.stringify(second.body));
     const names = [first, second].map((a) => (a.body['proxies'] as { name: string }[])[0]!.name).sort();
     assert.deepEqual(names, ['o1', 'o2']);
-    // Running before the server is killed: an activity that completes while the server is down for
-    // over 10 s loses its completion (Core gives up reporting it) and waits for its timeout, 5 min
-    // for libvirt calls (docs/temporal.md, "Outages").
-    await waitState(apis[0]!, 'o2', 'Running', 180_000);
   });
 
   it('the Temporal server SIGKILLed with runs in flight: 503 and "Temporal unavailable" while down; after `cluster up` every run finishes, no process restarted', async () => {
