@@ -4,7 +4,7 @@
 //
 // A full pool (`InsufficientCapacity`, Transient in the error table) is not retried in place:
 // the proxy workflow turns it into WaitingForCapacity, with its own backoff and a new placement.
-import type { ActivityOptions } from '@temporalio/workflow';
+import type { ActivityOptions, LocalActivityOptions } from '@temporalio/workflow';
 import { CODES } from '../contracts/errors.ts';
 
 /** A short, side-effect-free activity: 10 s per attempt, 5 attempts with backoff up to 10 s. */
@@ -29,6 +29,19 @@ export const RPC_ACTIVITY = {
     nonRetryableErrorTypes: [CODES.insufficientCapacity],
   },
 } as const satisfies ActivityOptions;
+
+/**
+ * The reads on a proxy's way to its create (resolve the spec, survey the hosts, find a cached
+ * base) as local activities: run by the worker inside the workflow task that asks for them, so
+ * the three cost one workflow task instead of three activity round trips through the server
+ * (docs/benchmarks.md "Provisioning throughput"). RPC_ACTIVITY's attempt bound and retries; a
+ * retry more than 10 s away waits on a timer (a new workflow task) instead of holding the task.
+ */
+export const LOCAL_READ_ACTIVITY = {
+  startToCloseTimeout: '5 minutes',
+  localRetryThreshold: '10 seconds',
+  retry: RPC_ACTIVITY.retry,
+} as const satisfies LocalActivityOptions;
 
 /**
  * One poll of a VM (state and address): 45 s, 3 attempts; a failed poll is a reading, not a

@@ -8,12 +8,17 @@
  * against the real test hosts (through the integration lock).
  *
  *   node test/replay/record-monitor.ts
+ *   node test/replay/record-monitor.ts --name proxy-local-reads   # the same run, written under another name
+ *
+ * `--name` keeps an older recording: a run of the same scenario with newer workflow code (new
+ * patch markers) is written as `<name>.sdk-<version>.json` beside it, and both replay.
  */
 import assert from 'node:assert/strict';
 import { writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
 import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { format, resolveConfig } from 'prettier';
 import { proxyDeleteUpdate, proxyResizeUpdate } from '../../contracts/messages.ts';
@@ -57,7 +62,10 @@ const text = await withWorker(
   started,
 );
 await e.close();
-const file = join(OUT_DIR, `proxy-monitor-loop.sdk-${SDK_VERSION}.json`);
+const { values: args } = parseArgs({ options: { name: { type: 'string', default: 'proxy-monitor-loop' } } });
+if (!/^[a-z0-9-]+$/.test(args.name))
+  throw new Error(`--name must be lower-case letters, digits and "-", got ${args.name}`);
+const file = join(OUT_DIR, `${args.name}.sdk-${SDK_VERSION}.json`);
 await writeFile(file, await format(text, { ...(await resolveConfig(file)), filepath: file }));
 process.stderr.write(`record-monitor: ${file}\n`);
 process.exit(0);

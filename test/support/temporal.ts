@@ -210,6 +210,66 @@ interface MarkerEvents {
     | null;
 }
 
+/** A history's events as `fetchHistory` returns them (the activity parts read by activityResults). */
+interface ActivityEvents {
+  events?:
+    | {
+        eventId?: unknown;
+        activityTaskScheduledEventAttributes?: { activityType?: { name?: string | null } | null } | null;
+        activityTaskCompletedEventAttributes?: {
+          scheduledEventId?: unknown;
+          result?: { payloads?: { data?: Uint8Array | null }[] | null } | null;
+        } | null;
+        markerRecordedEventAttributes?: {
+          markerName?: string | null;
+          details?: Record<string, { payloads?: { data?: Uint8Array | null }[] | null }> | null;
+        } | null;
+      }[]
+    | null;
+}
+
+/** One completed activity of a history: its type, whether it ran as a local activity, its result as JSON text. */
+export interface ActivityResult {
+  type: string;
+  local: boolean;
+  result: string | undefined;
+}
+
+const payloadText = (
+  p: { payloads?: { data?: Uint8Array | null }[] | null } | null | undefined,
+): string | undefined => {
+  const data = p?.payloads?.[0]?.data;
+  return data === undefined || data === null ? undefined : Buffer.from(data).toString('utf8');
+};
+
+/**
+ * The completed activities of a history, in order: activity tasks (ActivityTaskCompleted, named by
+ * their scheduled event) and local activities (the SDK's `core_local_activity` markers, whose
+ * `data` names the type and whose `result` is the value). A failed local activity's marker has no
+ * result and is left out.
+ */
+export function activityResults(history: ActivityEvents): ActivityResult[] {
+  const events = history.events ?? [];
+  const scheduled = new Map<string, string>();
+  const out: ActivityResult[] = [];
+  for (const e of events) {
+    const s = e.activityTaskScheduledEventAttributes;
+    if (s) scheduled.set(String(e.eventId), s.activityType?.name ?? '');
+    const c = e.activityTaskCompletedEventAttributes;
+    if (c)
+      out.push({ type: scheduled.get(String(c.scheduledEventId)) ?? '', local: false, result: payloadText(c.result) });
+    const m = e.markerRecordedEventAttributes;
+    if (m?.markerName === 'core_local_activity') {
+      const result = m.details?.['result'];
+      const data = payloadText(m.details?.['data']);
+      if (result === undefined || data === undefined) continue;
+      const type = (JSON.parse(data) as { activity_type?: unknown }).activity_type;
+      out.push({ type: typeof type === 'string' ? type : '', local: true, result: payloadText(result) });
+    }
+  }
+  return out;
+}
+
 /** The patch IDs of a history's `patched()` markers, in the order they were recorded. */
 export function patchIds(history: MarkerEvents): string[] {
   return (history.events ?? []).flatMap((ev) => {

@@ -553,6 +553,16 @@ export async function timersStarted(handle: WorkflowHandle): Promise<number> {
   return (await events(handle)).filter((e) => Number(e.eventType) === EventType.TIMER_STARTED).length;
 }
 
+/** The durations (ms of workflow time) of the timers the run has started, in order. */
+export async function timerDurationsMs(handle: WorkflowHandle): Promise<number[]> {
+  return (await events(handle))
+    .filter((e) => Number(e.eventType) === EventType.TIMER_STARTED)
+    .map((e) => {
+      const d = e.timerStartedEventAttributes?.startToFireTimeout;
+      return Number(d?.seconds ?? 0) * 1000 + Math.round(Number(d?.nanos ?? 0) / 1e6);
+    });
+}
+
 /** A health loop waiting for its next poll (not a wait on an image or a backoff). */
 const inHealthLoop = (s: ProxyStatus): boolean => s.state === 'Running';
 

@@ -24,6 +24,7 @@ const HISTORY_FILE = /^(?<name>[a-z0-9-]+)\.sdk-(?<sdk>\d+\.\d+\.\d+)\.json$/;
 /** The runs that must be replayed (a proxy's life, its failures, its move, a pool's, a host's drain); each must have a history. */
 const REQUIRED = [
   'proxy-create-delete',
+  'proxy-local-reads',
   'proxy-capacity-wait',
   'proxy-failed-create',
   'proxy-cancel-mid-upload',

@@ -12,6 +12,7 @@ import {
   failure,
   failureOf,
   Fakes,
+  created,
   resolvedProxy,
   searchAttributes,
   fileEnv,
@@ -29,6 +30,8 @@ describe('proxy boot timeout', () => {
     const f = new Fakes(e);
     const bootMs = 20_000;
     f.resolve = (spec) => resolvedProxy(spec, { timeouts: { bootMs } });
+    // The create found the domain there already (it did not start it): the workflow polls.
+    f.create = (input) => ({ ...created(input), started: false });
     f.read = () => ({ state: 'Provisioning' });
     await withProxy(e, f, async ({ handle: h }) => {
       const err = await failureOf(h.result());

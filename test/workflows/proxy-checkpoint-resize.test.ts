@@ -91,8 +91,15 @@ describe('a resize at the checkpoint', () => {
         shutdownGraceTime: 2_000,
       };
       // No cache (so no sticky queue): a stopped workflow worker leaves nothing the server waits on.
+      // It runs the workflow's local activities (the reads before the create) and no activity task.
       const workflows = (): Promise<Worker> =>
-        Worker.create({ ...base, workflowBundle: e.bundle, maxCachedWorkflows: 0 });
+        Worker.create({
+          ...base,
+          workflowBundle: e.bundle,
+          maxCachedWorkflows: 0,
+          activities: f.activities(),
+          enableNonLocalActivities: false,
+        });
       const started: WorkflowHandle[] = [];
       const activityWorker = await Worker.create({ ...base, activities: f.activities() });
       const activitiesDone = activityWorker.run();

@@ -16,6 +16,7 @@ import {
   conditionsOf,
   distinctStates,
   ENTRY,
+  created,
   Fakes,
   Gate,
   held,
@@ -36,18 +37,14 @@ const opts = { timeout: TEST_TIMEOUT_MS };
 const RUNNING: VmReading = { state: 'Running', ip: '10.0.0.5', source: 'lease' };
 
 describe('proxy create', () => {
-  it('happy path: resolve → survey → image → create → Booting → Running; delete → Deleted', opts, async () => {
+  it('happy path: resolve → survey → image → create → Running; delete → Deleted', opts, async () => {
     const f = new Fakes(e);
     const imageGate = new Gate();
-    const bootGate = new Gate();
     f.ensureBase = async () => {
       await held(imageGate);
       return BASE;
     };
-    f.read = async (_, n) => {
-      if (n === 0) await held(bootGate);
-      return RUNNING;
-    };
+    f.read = () => RUNNING;
     await withProxy(e, f, async ({ handle: h, name, imageKey }) => {
       const imageId = imageWorkflowId('h2', ENTRY, imageKey);
 
@@ -60,12 +57,10 @@ describe('proxy create', () => {
       assert.deepEqual((await searchAttributes(h))['ProxyState'], 'Provisioning');
       imageGate.open();
 
-      const booting = await statusWhen(h, (s) => s.state === 'Booting', 'Booting');
-      assert.equal(booting.image, undefined, 'image progress is cleared once the image is ready');
-      assert.equal(booting.conditions.VmRunning.status, 'Unknown');
-      bootGate.open();
-
-      await statusWhen(h, (s) => s.state === 'Running', 'Running');
+      // The create started the domain, so libvirt runs it: Running at once, no boot poll first.
+      const running = await statusWhen(h, (s) => s.state === 'Running', 'Running');
+      assert.equal(running.image, undefined, 'image progress is cleared once the image is ready');
+      assert.equal(running.conditions.VmRunning.status, 'True');
       await idle(h, 'first health poll');
       let s = await status(h);
       assert.equal(s.host, 'h2');
@@ -108,6 +103,10 @@ describe('proxy create', () => {
         'createProxyVm',
         'readProxyVm',
       ]);
+      // The health loop's first poll (a read, then a probe) follows the create: no boot poll before it.
+      const seq = f.sequence();
+      const at = seq.indexOf('createProxyVm');
+      assert.deepEqual(seq.slice(at, at + 3), ['createProxyVm', 'readProxyVm', 'probeProxy'], seq.join(', '));
       assert.equal(f.sequence().at(-1), 'deleteProxyVm');
 
       const end = await status(h);
@@ -129,6 +128,36 @@ describe('proxy create', () => {
       assert.equal(imageResult.ok, true);
     });
   });
+
+  it(
+    'a create that found its domain already there polls until libvirt runs it (Booting in between)',
+    opts,
+    async () => {
+      const f = new Fakes(e);
+      const bootGate = new Gate();
+      f.create = (input) => ({ ...created(input), started: false });
+      f.read = async (_, n) => {
+        if (n === 0) await held(bootGate);
+        return RUNNING;
+      };
+      await withProxy(e, f, async ({ handle: h }) => {
+        const booting = await statusWhen(h, (s) => s.state === 'Booting', 'Booting');
+        assert.equal(booting.conditions.VmRunning.status, 'Unknown');
+        bootGate.open();
+        const running = await statusWhen(h, (s) => s.state === 'Running', 'Running');
+        assert.equal(running.conditions.VmRunning.status, 'True');
+        await idle(h, 'first health poll');
+        const seq = f.sequence();
+        const at = seq.indexOf('createProxyVm');
+        // The boot poll, then the health loop's first poll (a read, then a probe).
+        assert.deepEqual(
+          seq.slice(at, at + 4),
+          ['createProxyVm', 'readProxyVm', 'readProxyVm', 'probeProxy'],
+          seq.join(', '),
+        );
+      });
+    },
+  );
 
   it('a base already in the pool: used at once, no image workflow joined', opts, async () => {
     const f = new Fakes(e);

@@ -14,6 +14,7 @@ import type { ImageResult } from '../../contracts/image.ts';
 import type { ProxyOutcome, ProxyState, ProxyStatus } from '../../contracts/proxy.ts';
 import {
   ENTRY,
+  created,
   Fakes,
   Gate,
   TEST_TIMEOUT_MS,
@@ -157,6 +158,8 @@ describe('delete during every state', () => {
 
   it('Booting: the VM is deleted', opts, async () => {
     const f = new Fakes(e);
+    // The create found the domain there already, so the workflow polls it while it boots.
+    f.create = (input) => ({ ...created(input), started: false });
     f.read = () => ({ state: 'Provisioning' });
     await withProxy(e, f, async ({ handle: h }) => {
       await idle(h, 'a boot poll', (s) => s.state === 'Booting');

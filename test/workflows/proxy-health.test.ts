@@ -191,10 +191,11 @@ describe('proxy health loop', () => {
   it('continue-as-new after 3 polls: the next run starts with the same status; nothing lost', opts, async () => {
     const f = new Fakes(e);
     const resumeGate = new Gate();
-    const readings: VmReading[] = [RUNNING, RUNNING, RUNNING, NO_ADDRESS]; // boot, poll 1, 2, 3
+    // Poll 1, 2, 3 (no boot poll: the create started the domain).
+    const readings: VmReading[] = [RUNNING, RUNNING, NO_ADDRESS];
     f.resolve = (spec) => resolvedProxy(spec, { health: { addressGracePolls: 1 } });
     f.read = async (_, n) => {
-      if (n === 4) await held(resumeGate); // the new run's first poll
+      if (n === 3) await held(resumeGate); // the new run's first poll
       return readings[n] ?? NO_ADDRESS;
     };
     const started: WorkflowHandle[] = [];
@@ -206,7 +207,7 @@ describe('proxy health loop', () => {
         const firstRun = h.firstExecutionRunId;
         await step(e, h, 'poll 2');
         await e.env.sleep(INTERVAL_MS); // poll 3, then continue-as-new
-        await pollUntil(() => Promise.resolve(f.count('readProxyVm') === 5 ? true : undefined), {
+        await pollUntil(() => Promise.resolve(f.count('readProxyVm') === 4 ? true : undefined), {
           timeoutMs: WAIT_MS,
           what: "the new run's first poll",
         });

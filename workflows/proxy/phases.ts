@@ -10,7 +10,7 @@ import type { HostSurvey } from '../../contracts/fleet.ts';
 import type { ResolvedProxy } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
-import { poll, rpc } from '../stubs.ts';
+import { localReads, poll, rpc } from '../stubs.ts';
 import { compensate } from './cleanup.ts';
 import { capacityBackoffMs, hostLacks, pickHost, PLACEMENT_NEED_BYTES } from './placement.ts';
 import type { VmNeed } from './placement.ts';
@@ -22,10 +22,24 @@ import { HEALTHY_BOOTING_PATCH, markBooting, markVmRunning } from './status.ts';
 /** How much longer than the entry's download budget a proxy waits on the image before joining again: 10 minutes. */
 const IMAGE_WAIT_MARGIN_MS = 600_000;
 
+/**
+ * The patch behind which the reads before the create (resolveProxy, surveyHosts, findBaseImage)
+ * are local activities; runs recorded before it replay their activity tasks.
+ */
+export const LOCAL_READS_PATCH = 'local-reads';
+/**
+ * The patch behind which a create that started the domain counts as Running at once, without a
+ * readProxyVm poll first; runs recorded before it replay their poll.
+ */
+export const CREATED_RUNS_PATCH = 'created-runs';
+
+/** The stubs for the reads before the create: local activities in runs from LOCAL_READS_PATCH on. */
+const reads = (): typeof rpc => (patched(LOCAL_READS_PATCH) ? localReads : rpc);
+
 /** Resolves the spec against the worker's providers file; a bad spec fails the proxy. */
 export async function resolve(input: ProxyWorkflowInput): Promise<ResolvedProxy> {
   try {
-    return await rpc.resolveProxy({
+    return await reads().resolveProxy({
       name: input.name,
       entry: input.entry,
       imageKey: input.imageKey,
@@ -46,7 +60,7 @@ export async function resolve(input: ProxyWorkflowInput): Promise<ResolvedProxy>
  */
 async function place(run: ProxyRun, r: ResolvedProxy, avoid: readonly string[]): Promise<string> {
   for (let attempt = 0; ; attempt++) {
-    const survey = await rpc.surveyHosts({ entry: r.entry });
+    const survey = await reads().surveyHosts({ entry: r.entry });
     const pick = pickAvoiding(memberSurvey(survey, run.input, r.vm), r.name, r.vm, avoid);
     if (pick.host !== undefined) return pick.host;
     setState(run, 'WaitingForCapacity', pick.reason);
@@ -140,7 +154,7 @@ export async function ensureBase(
   // which a burst of proxies would otherwise queue on (runs recorded before this ask nothing).
   if (patched('find-cached-base-first')) {
     try {
-      const cached = await rpc.findBaseImage({ entry: r.entry, host, key: r.imageKey });
+      const cached = await reads().findBaseImage({ entry: r.entry, host, key: r.imageKey });
       if (cached !== null) return cached;
     } catch (err) {
       if (isCancellation(err)) throw err;
@@ -173,8 +187,9 @@ export async function ensureBase(
 /** Creates (or converges) the VM on `host` and waits until libvirt runs it. */
 export async function createAndBoot(run: ProxyRun, r: ResolvedProxy, host: string, base: EnsuredBase): Promise<void> {
   run.mayHaveCreated = true;
+  let started = false;
   try {
-    await rpc.createProxyVm({ proxy: r, host, base, createdAt: run.status.createdAt });
+    ({ started } = await rpc.createProxyVm({ proxy: r, host, base, createdAt: run.status.createdAt }));
   } catch (err) {
     if (isCancellation(err)) throw err;
     recordError(run, err);
@@ -186,6 +201,20 @@ export async function createAndBoot(run: ProxyRun, r: ResolvedProxy, host: strin
   run.startedAtMs = startedAtMs;
   setState(run, 'Booting');
   const deadline = startedAtMs + r.timeouts.bootMs;
+  const running = (): void => {
+    run.status = markVmRunning(run.status, nowIso());
+    // Healthy Unknown (Booting) from the start until a probe passes; runs recorded before keep NotProbed.
+    if (r.health.target !== undefined && patched(HEALTHY_BOOTING_PATCH)) {
+      run.status = markBooting(run.status, new Date(startedAtMs).toISOString());
+    }
+  };
+  // libvirt ran the domain when the create started it (domainCreate returned): no poll to ask.
+  // A create that found the domain already there polls as before; the monitor notices a VM
+  // that stops right after its start (VmLost).
+  if (started && patched(CREATED_RUNS_PATCH)) {
+    running();
+    return;
+  }
   for (;;) {
     const reading = await poll.readProxyVm({ proxy: r, host }).catch((err: unknown) => {
       if (isCancellation(err)) throw err;
@@ -193,11 +222,7 @@ export async function createAndBoot(run: ProxyRun, r: ResolvedProxy, host: strin
       return undefined;
     });
     if (reading?.state === 'Running') {
-      run.status = markVmRunning(run.status, nowIso());
-      // Healthy Unknown (Booting) from the start until a probe passes; runs recorded before keep NotProbed.
-      if (r.health.target !== undefined && patched(HEALTHY_BOOTING_PATCH)) {
-        run.status = markBooting(run.status, new Date(startedAtMs).toISOString());
-      }
+      running();
       return;
     }
     if (Date.now() >= deadline) {
