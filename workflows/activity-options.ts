@@ -64,9 +64,10 @@ export const PROBE_ACTIVITY = {
 /**
  * A streaming transfer (image fetch and upload): the activity heartbeats every second; after 10 s
  * without one reaching the server (the worker died) the attempt is retried on any worker, 2 s
- * later, and starts the transfer over. The SDK sends at most one heartbeat per 0.8 x the timeout
- * (8 s here, so the server's heartbeat details are up to 8 s old; progress for the Web UI goes by
- * signal, see activities/image.ts). `startToCloseTimeout` is set per call from `downloadTotalMs`.
+ * later, and starts the transfer over. The worker sends at most one heartbeat a second
+ * (runtime/worker-set.ts caps the SDK's throttle, 0.8 x the timeout: 8 s here), so the server's
+ * heartbeat details are about a second old; progress for the Web UI also goes by signal, see
+ * activities/image.ts. `startToCloseTimeout` is set per call from `downloadTotalMs`.
  */
 export const UPLOAD_ACTIVITY = {
   heartbeatTimeout: '10 seconds',
