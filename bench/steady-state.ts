@@ -20,6 +20,14 @@
  *
  *   node bench/steady-state.ts [--n 100] [--window-s 60] [--interval-ms 15000] [--runs 2] [--loops poll,monitor]
  *                              [--max-cached-workflows N|all] [--port 7391] [--temporal dev,cluster]
+ *                              [--heartbeat-throttle-ms MS|sdk]
+ *
+ * Freshness: after the window, for two intervals, every second, the fresh status (client/health.ts
+ * freshProxyStatus: the status query with the monitor's last heartbeat as the server holds it, what
+ * the API and the Web UI show) of the phase's first 10 proxies; "last probe age" is now less its
+ * `lastProbeAt` (bench/lib/freshness.ts).
+ * --heartbeat-throttle-ms: the worker's cap on the SDK's heartbeat throttle; default the worker's
+ * (runtime/worker-set.ts HEARTBEAT_THROTTLE_MS), `sdk` the SDK's own (60 s, and 0.8 x the timeout).
  *
  * --max-cached-workflows: the bench worker's workflow cache; default the worker's
  * (runtime/workflow-cache.ts, DEFAULT_MAX_CACHED_WORKFLOWS), `all` every proxy of a phase (as the
@@ -37,9 +45,11 @@ import { SA_PROXY_HEALTHY } from '../contracts/search-attributes.ts';
 import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
 import { benchWorker, cpuSeconds, installQuietRuntime, rssMiB, startDevServer } from './lib/dev-server.ts';
 import { workflowCacheOptions } from '../runtime/workflow-cache.ts';
+import { HEARTBEAT_THROTTLE_MS } from '../runtime/worker-set.ts';
 import { hostDouble } from './lib/host-double.ts';
 import { clusterUp } from '../test/support/temporal-cluster.ts';
 import { PROJECT_ROOT } from '../test/support/temporal.ts';
+import { probeAges } from './lib/freshness.ts';
 import { memorySample, perItemKiB } from './lib/memory.ts';
 import { sleep } from './lib/run.ts';
 import { fmtRange, median, spread } from './lib/stats.ts';
@@ -54,8 +64,15 @@ const { values } = parseArgs({
     port: { type: 'string', default: '7391' },
     'max-cached-workflows': { type: 'string' },
     temporal: { type: 'string', default: 'dev' },
+    'heartbeat-throttle-ms': { type: 'string' },
   },
 });
+const THROTTLE_RAW = values['heartbeat-throttle-ms'];
+const THROTTLE: number | 'sdk' | undefined =
+  THROTTLE_RAW === undefined || THROTTLE_RAW === 'sdk' ? THROTTLE_RAW : Number(THROTTLE_RAW);
+if (typeof THROTTLE === 'number' && !(Number.isInteger(THROTTLE) && THROTTLE > 0)) {
+  throw new Error(`--heartbeat-throttle-ms: a whole number of ms above 0, or sdk; got ${THROTTLE_RAW}`);
+}
 type Plane = 'dev' | 'cluster';
 const PLANES = values.temporal.split(',') as Plane[];
 for (const p of PLANES as string[]) {
@@ -154,7 +171,13 @@ interface Row {
   mainHeapPerProxyKiB: number;
   threadHeapPerProxyKiB: number;
   nativePerProxyKiB: number;
+  /** Ages (s) of the last probe in the fresh status, sampled through the window: median and oldest. */
+  probeAgeMedianS: number;
+  probeAgeMaxS: number;
 }
+
+/** How many proxies' fresh statuses are sampled after the window (bench/lib/freshness.ts), for two intervals. */
+const FRESH_SAMPLED = 10;
 
 /** CPU-seconds and resident memory (MiB) of a control plane's processes, summed. */
 type PlaneUsage = () => { cpu: number; rss: number };
@@ -230,6 +253,7 @@ async function phase(
   const m1 = memorySample();
   const grown = perItemKiB(m0, m1, N);
   const s1 = await sample(hs);
+  const ages = await probeAges(hs.slice(0, FRESH_SAMPLED), 2 * INTERVAL_MS);
   const hours = WINDOW_MS / 3_600_000;
   const min = WINDOW_MS / 60_000;
   const row: Row = {
@@ -244,6 +268,8 @@ async function phase(
     mainHeapPerProxyKiB: grown.mainHeapMiB,
     threadHeapPerProxyKiB: grown.threadHeapMiB,
     nativePerProxyKiB: grown.nativeMiB,
+    probeAgeMedianS: median(ages),
+    probeAgeMaxS: Math.max(...ages),
   };
   for (let i = 0; i < hs.length; i += 50) {
     await Promise.all(hs.slice(i, i + 50).map((h) => h.terminate('bench phase over').catch(() => undefined)));
@@ -297,6 +323,7 @@ async function checkpointEvents(client: Client): Promise<number> {
 async function main(): Promise<void> {
   console.log(
     `steady-state: N=${N} proxies per loop, interval ${INTERVAL_MS} ms, window ${WINDOW_MS / 1000} s, ${RUNS} alternating runs\n` +
+      `heartbeat throttle cap ${THROTTLE === 'sdk' ? "the SDK's own (60 s; 0.8 x the heartbeat timeout below it)" : `${THROTTLE ?? HEARTBEAT_THROTTLE_MS} ms`}; ` +
       `workflow cache (maxCachedWorkflows) ${CACHE === 'all' ? `${ALL} (every proxy)` : workflowCacheOptions(CACHE, WORKFLOW_TASKS).maxCachedWorkflows}; load average ${loadavg()
         .map((l) => l.toFixed(1))
         .join(' ')}\n` +
@@ -324,7 +351,10 @@ async function main(): Promise<void> {
       target = await clusterUp();
       usage = clusterUsage;
     }
-    const w = await benchWorker(target, TQ, () => hostDouble(ENTRY, INTERVAL_MS), caps);
+    const w = await benchWorker(target, TQ, () => hostDouble(ENTRY, INTERVAL_MS), {
+      ...caps,
+      heartbeatThrottle: THROTTLE,
+    });
     planes.push({ plane, ...w, usage });
   }
   const labels = PLANES.flatMap((p) => LOOPS.map((l) => (PLANES.length > 1 ? `${p}/${l}` : l)));
@@ -357,15 +387,15 @@ async function main(): Promise<void> {
       `\nmonitor checkpoint (continue-as-new, hourly): ${checkpoint} events, added once per proxy-hour below\n`,
     );
     console.log(
-      '| loop | events / proxy-hour | state transitions / proxy-hour | server CPU-s / min | worker CPU-s / min | server RSS MiB | worker RSS MiB | worker KiB / proxy |',
+      '| loop | events / proxy-hour | state transitions / proxy-hour | server CPU-s / min | worker CPU-s / min | server RSS MiB | worker RSS MiB | worker KiB / proxy | last probe age s (median) | last probe age s (oldest) |',
     );
-    console.log('|---|---|---|---|---|---|---|---|');
+    console.log('|---|---|---|---|---|---|---|---|---|---|');
     for (const loop of labels) {
       const rs = rows.filter((r) => r.loop === loop);
       const add = loop.endsWith('monitor') ? checkpoint : 0;
       const f = (k: keyof Row, d: number, plus = 0) => fmtRange(spread(rs.map((r) => (r[k] as number) + plus)), d);
       console.log(
-        `| ${loop} | ${f('eventsPerHour', 0, add)} | ${f('transitionsPerHour', 0)} | ${f('serverCpuPerMin', 2)} | ${f('workerCpuPerMin', 2)} | ${f('serverRss', 0)} | ${f('workerRss', 0)} | ${f('workerRssPerProxyKiB', 0)} |`,
+        `| ${loop} | ${f('eventsPerHour', 0, add)} | ${f('transitionsPerHour', 0)} | ${f('serverCpuPerMin', 2)} | ${f('workerCpuPerMin', 2)} | ${f('serverRss', 0)} | ${f('workerRss', 0)} | ${f('workerRssPerProxyKiB', 0)} | ${f('probeAgeMedianS', 1)} | ${f('probeAgeMaxS', 1)} |`,
       );
     }
     console.log(

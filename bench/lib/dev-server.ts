@@ -19,10 +19,12 @@ import {
 import { sdkConnectionOptions } from '../../client/connection.ts';
 import type { TemporalSettings } from '../../client/connection.ts';
 import { ensureSearchAttributes } from '../../client/search-attributes.ts';
-import { createWorkerSet } from '../../runtime/worker-set.ts';
+import { createWorkerSet, HEARTBEAT_THROTTLE_MS } from '../../runtime/worker-set.ts';
 import { sleep } from './run.ts';
 
 const ROOT = new URL('../..', import.meta.url).pathname;
+/** The SDK's own `maxHeartbeatThrottleInterval` (the worker's before runtime/worker-set.ts capped it). */
+const SDK_HEARTBEAT_THROTTLE_MS = 60_000;
 const TICK = 100; // USER_HZ
 
 /** User + system CPU-seconds of process `pid` so far. */
@@ -107,6 +109,8 @@ export async function benchWorker(
     workflows: number | { maxCachedWorkflows: number; maxConcurrentWorkflowTaskExecutions: number };
     /** Also poll the pools' task queue, as a worker process does. */
     pools?: boolean;
+    /** The SDK's heartbeat throttle cap in ms; default the worker's (runtime/worker-set.ts), `sdk` the SDK's own (60 s). */
+    heartbeatThrottle?: number | 'sdk';
   },
 ): Promise<BenchWorker> {
   const settings = typeof target === 'number' ? { address: `127.0.0.1:${target}`, namespace: 'default' } : target;
@@ -122,6 +126,8 @@ export async function benchWorker(
     workflowBundle: bundle,
     activities: activities(client),
     maxConcurrentActivityTaskExecutions: caps.activities,
+    maxHeartbeatThrottleInterval:
+      caps.heartbeatThrottle === 'sdk' ? SDK_HEARTBEAT_THROTTLE_MS : (caps.heartbeatThrottle ?? HEARTBEAT_THROTTLE_MS),
     ...(typeof caps.workflows === 'number' ? { maxCachedWorkflows: caps.workflows } : caps.workflows),
   };
   if (caps.pools === true) {
