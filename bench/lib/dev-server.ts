@@ -4,7 +4,8 @@
  * worker of the project's workflows on it, and the CPU-seconds and RSS of a process from /proc.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
@@ -46,12 +47,32 @@ export interface DevServer {
   stop: () => Promise<void>;
 }
 
+/** Resolves when 127.0.0.1:`port` can be bound, or throws naming the port: a server left there would answer for ours. */
+async function portFree(port: number): Promise<void> {
+  await new Promise<void>((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', (err) =>
+      reject(
+        new Error(
+          `--port ${port}: 127.0.0.1:${port} is taken (${err.message}); stop what holds it or pass another port`,
+        ),
+      ),
+    );
+    probe.listen(port, '127.0.0.1', () => probe.close(() => resolve()));
+  });
+}
+
 /** Starts `temporal server start-dev` on 127.0.0.1:`port` with a database of its own; waits (60 s at most) until it answers. */
 export async function startDevServer(port: number, prefix: string): Promise<DevServer> {
   const dir = mkdtempSync(join(tmpdir(), `${prefix}-`));
   const cli = join(ROOT, '.local/venv/bin/temporal');
+  if (!existsSync(cli)) throw new Error(`${cli}: no Temporal CLI; install it with scripts/temporal setup`);
+  await portFree(port);
   const args = ['server', 'start-dev', '--headless', '--ip', '127.0.0.1', '--port', String(port)];
   const child = spawn(cli, [...args, '--db-filename', join(dir, 'db'), '--log-level', 'error'], { stdio: 'ignore' });
+  let exited: string | undefined;
+  child.once('exit', (code, signal) => (exited = `exited (${signal ?? `code ${code}`})`));
+  child.once('error', (err) => (exited = `failed to start: ${err.message}`));
   const stop = async (): Promise<void> => {
     child.kill('SIGTERM');
     await sleep(1_000);
@@ -64,6 +85,12 @@ export async function startDevServer(port: number, prefix: string): Promise<DevS
       await c.close();
       break;
     } catch (err) {
+      if (exited !== undefined) {
+        rmSync(dir, { recursive: true, force: true });
+        throw new Error(`the bench's dev server on ${port} ${exited} before it answered (port in use?)`, {
+          cause: err,
+        });
+      }
       if (Date.now() > deadline) {
         await stop();
         throw new Error(`the bench's dev server did not answer on ${port} within 60 s`, { cause: err });
