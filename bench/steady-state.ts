@@ -51,11 +51,25 @@ import { clusterUp } from '../test/support/temporal-cluster.ts';
 import { PROJECT_ROOT } from '../test/support/temporal.ts';
 import { probeAges } from './lib/freshness.ts';
 import { memorySample, perItemKiB } from './lib/memory.ts';
-import { sleep } from './lib/run.ts';
+import { HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, median, spread } from './lib/stats.ts';
+
+const USAGE = `node bench/steady-state.ts [options]   (hosts and guests simulated in-process)
+
+  --n N                        proxies per phase (default 100)
+  --window-s S                 the measured window after every proxy is Healthy (default 60)
+  --interval-ms MS             providers[].health.intervalMs (default 15000)
+  --runs R                     rounds; each runs every loop once, the order alternating (default 2)
+  --loops L                    poll,monitor (default), or one of them
+  --port P                     the bench's own Temporal dev server (default 7391)
+  --max-cached-workflows N|all the bench worker's workflow cache (default the worker's, 250)
+  --temporal dev,cluster       the planes to run on: dev (default), cluster (scripts/temporal cluster), or both
+  --heartbeat-throttle-ms MS|sdk
+                               the cap on the SDK's heartbeat throttle (default the worker's, 1000; sdk: none)`;
 
 const { values } = parseArgs({
   options: {
+    ...HELP_OPTION,
     n: { type: 'string', default: '100' },
     'window-s': { type: 'string', default: '60' },
     'interval-ms': { type: 'string', default: '15000' },
@@ -67,6 +81,7 @@ const { values } = parseArgs({
     'heartbeat-throttle-ms': { type: 'string' },
   },
 });
+printUsageIfAsked(values, USAGE);
 const THROTTLE_RAW = values['heartbeat-throttle-ms'];
 const THROTTLE: number | 'sdk' | undefined =
   THROTTLE_RAW === undefined || THROTTLE_RAW === 'sdk' ? THROTTLE_RAW : Number(THROTTLE_RAW);
