@@ -4,7 +4,8 @@
  * (`monitor`, docs/health.md), side by side in one run, alternating, on a Temporal dev server of
  * its own (so its CPU and RSS are the proxies' alone) and, with `--temporal dev,cluster`, on
  * `scripts/temporal cluster` too (the Temporal server on PostgreSQL, mTLS; started if down; its
- * server CPU and RSS are the Temporal server's plus PostgreSQL's processes').
+ * server CPU and RSS are the Temporal server's plus PostgreSQL's processes', and it reports the rows
+ * PostgreSQL wrote and its WAL per second in the window: bench/lib/pg-writes.ts).
  *
  * The hosts and guests are SIMULATED: an in-process host double (bench/lib/host-double.ts)
  * answers every read and probe as a healthy host would. The monitor activity itself is the real
@@ -50,6 +51,8 @@ import { hostDouble } from './lib/host-double.ts';
 import { clusterUp } from '../test/support/temporal-cluster.ts';
 import { PROJECT_ROOT } from '../test/support/temporal.ts';
 import { probeAges } from './lib/freshness.ts';
+import { pgWrites } from './lib/pg-writes.ts';
+import type { PgWrites } from './lib/pg-writes.ts';
 import { memorySample, perItemKiB } from './lib/memory.ts';
 import { HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, median, spread } from './lib/stats.ts';
@@ -189,6 +192,9 @@ interface Row {
   /** Ages (s) of the last probe in the fresh status, sampled through the window: median and oldest. */
   probeAgeMedianS: number;
   probeAgeMaxS: number;
+  /** The cluster's PostgreSQL in the window (bench/lib/pg-writes.ts): rows written and WAL KiB per second; absent on the dev server. */
+  pgRowsPerS?: number;
+  pgWalKiBPerS?: number;
 }
 
 /** How many proxies' fresh statuses are sampled after the window (bench/lib/freshness.ts), for two intervals. */
@@ -196,6 +202,8 @@ const FRESH_SAMPLED = 10;
 
 /** CPU-seconds and resident memory (MiB) of a control plane's processes, summed. */
 type PlaneUsage = () => { cpu: number; rss: number };
+/** The plane's database writes, where it has a database to ask (the cluster's PostgreSQL). */
+type PlaneWrites = (() => Promise<PgWrites>) | undefined;
 
 /** Proportional set size of `pid` in MiB: shared pages split among the processes sharing them. */
 function pssMiB(pid: number): number {
@@ -237,6 +245,7 @@ function clusterUsage(): { cpu: number; rss: number } {
 async function phase(
   client: Client,
   usage: PlaneUsage,
+  writes: PlaneWrites,
   label: string,
   loop: 'poll' | 'monitor',
   run: number,
@@ -262,9 +271,13 @@ async function phase(
   await allHealthy(client, hs, label);
   await sleep(2_000);
   const s0 = await sample(hs);
+  const w0 = await writes?.();
   const c0 = { server: usage().cpu, worker: process.cpuUsage() };
+  const t0 = performance.now();
   await sleep(WINDOW_MS);
   const c1 = { server: usage().cpu, worker: process.cpuUsage(c0.worker) };
+  const seconds = (performance.now() - t0) / 1000;
+  const w1 = await writes?.();
   const m1 = memorySample();
   const grown = perItemKiB(m0, m1, N);
   const s1 = await sample(hs);
@@ -286,6 +299,10 @@ async function phase(
     probeAgeMedianS: median(ages),
     probeAgeMaxS: Math.max(...ages),
   };
+  if (w0 && w1) {
+    row.pgRowsPerS = (w1.rows - w0.rows) / seconds;
+    row.pgWalKiBPerS = (w1.walBytes - w0.walBytes) / 1024 / seconds;
+  }
   for (let i = 0; i < hs.length; i += 50) {
     await Promise.all(hs.slice(i, i + 50).map((h) => h.terminate('bench phase over').catch(() => undefined)));
   }
@@ -352,10 +369,18 @@ async function main(): Promise<void> {
         ? { maxCachedWorkflows: ALL, maxConcurrentWorkflowTaskExecutions: WORKFLOW_TASKS }
         : workflowCacheOptions(CACHE, WORKFLOW_TASKS),
   };
-  const planes: { plane: Plane; client: Client; connection: Connection; worker: Worker; usage: PlaneUsage }[] = [];
+  const planes: {
+    plane: Plane;
+    client: Client;
+    connection: Connection;
+    worker: Worker;
+    usage: PlaneUsage;
+    writes: PlaneWrites;
+  }[] = [];
   let server: Awaited<ReturnType<typeof startDevServer>> | undefined;
   for (const plane of PLANES) {
     let usage: PlaneUsage;
+    let writes: PlaneWrites;
     let target: Parameters<typeof benchWorker>[0];
     if (plane === 'dev') {
       server = await startDevServer(PORT, 'steady-state');
@@ -365,12 +390,13 @@ async function main(): Promise<void> {
     } else {
       target = await clusterUp();
       usage = clusterUsage;
+      writes = pgWrites;
     }
     const w = await benchWorker(target, TQ, () => hostDouble(ENTRY, INTERVAL_MS), {
       ...caps,
       heartbeatThrottle: THROTTLE,
     });
-    planes.push({ plane, ...w, usage });
+    planes.push({ plane, ...w, usage, writes });
   }
   const labels = PLANES.flatMap((p) => LOOPS.map((l) => (PLANES.length > 1 ? `${p}/${l}` : l)));
   try {
@@ -388,7 +414,7 @@ async function main(): Promise<void> {
           for (const label of order) {
             const loop = label.split('/').at(-1) as 'poll' | 'monitor';
             const p = PLANES.length > 1 ? planes.find((x) => x.plane === label.split('/')[0])! : planes[0]!;
-            const row = await phase(p.client, p.usage, label, loop, run);
+            const row = await phase(p.client, p.usage, p.writes, label, loop, run);
             rows.push(row);
             console.log(
               `  run ${run + 1} ${label}: ${JSON.stringify(row, (_, v: unknown) => (typeof v === 'number' ? Math.round(v * 100) / 100 : v))}`,
@@ -424,6 +450,30 @@ async function main(): Promise<void> {
       console.log(
         `| ${loop} | ${f('workerRssPerProxyKiB')} | ${f('mainHeapPerProxyKiB')} | ${f('threadHeapPerProxyKiB')} | ${f('nativePerProxyKiB')} |`,
       );
+    }
+    const pgLabels = labels.filter((l) => rows.some((r) => r.loop === l && r.pgRowsPerS !== undefined));
+    if (pgLabels.length > 0) {
+      console.log(
+        "\nthe cluster's PostgreSQL in the window (pg_stat_database over temporal and temporal_visibility; pg_stat_wal)\n",
+      );
+      console.log('| loop | rows written / s | rows written / proxy-hour | WAL KiB / s |');
+      console.log('|---|---|---|---|');
+      for (const loop of pgLabels) {
+        const rs = rows.filter((r) => r.loop === loop && r.pgRowsPerS !== undefined);
+        const f = (v: number[], d: number) => fmtRange(spread(v), d);
+        console.log(
+          `| ${loop} | ${f(
+            rs.map((r) => r.pgRowsPerS!),
+            1,
+          )} | ${f(
+            rs.map((r) => (r.pgRowsPerS! * 3600) / N),
+            0,
+          )} | ${f(
+            rs.map((r) => r.pgWalKiBPerS!),
+            1,
+          )} |`,
+        );
+      }
     }
     console.log(
       `\nload average at the end: ${loadavg()
