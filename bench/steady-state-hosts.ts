@@ -44,6 +44,7 @@ import type { TestHost } from '../test/support/testhosts.ts';
 import { cpuSeconds, rssMiB, startDevServer } from './lib/dev-server.ts';
 import type { DevServer } from './lib/dev-server.ts';
 import { probeAges } from './lib/freshness.ts';
+import { historySample } from './lib/history-sample.ts';
 import { HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, median, spread } from './lib/stats.ts';
 
@@ -113,19 +114,6 @@ const HEALTH = { intervalMs: INTERVAL_MS, probeTimeoutMs: 5_000, healthyAfter: 2
 const HEALTHY_BOUND_MS = 5 * 60_000 + N * 60_000;
 const DELETE_BOUND_MS = 180_000;
 
-interface Sample {
-  events: number;
-  transitions: number;
-}
-
-async function sample(hs: WorkflowHandle[]): Promise<Sample> {
-  const ds = await Promise.all(hs.map((h) => h.describe()));
-  return {
-    events: ds.reduce((a, d) => a + d.historyLength, 0),
-    transitions: ds.reduce((a, d) => a + Number(d.raw.workflowExecutionInfo?.stateTransitionCount ?? 0), 0),
-  };
-}
-
 interface Row {
   loop: string;
   healthyS: number;
@@ -193,11 +181,11 @@ async function phase(
   // The Healthy transition's workflow task and upserts settle; the poll loop is at its pace.
   await sleep(2 * INTERVAL_MS);
   const wpid = worker.child.pid!;
-  const s0 = await sample(hs);
+  const s0 = await historySample(hs);
   const c0 = { server: cpuSeconds(server.pid), worker: cpuSeconds(wpid) };
   await sleep(WINDOW_MS);
   const c1 = { server: cpuSeconds(server.pid), worker: cpuSeconds(wpid) };
-  const s1 = await sample(hs);
+  const s1 = await historySample(hs);
   const ages = await probeAges(hs, 2 * INTERVAL_MS);
   const fresh = await Promise.all(hs.map((h) => freshProxyStatus(h)));
   const unhealthy = fresh.filter((s) => s.conditions.Healthy.status !== 'True');

@@ -51,6 +51,7 @@ import { hostDouble } from './lib/host-double.ts';
 import { clusterUp } from '../test/support/temporal-cluster.ts';
 import { PROJECT_ROOT } from '../test/support/temporal.ts';
 import { probeAges } from './lib/freshness.ts';
+import { historySample } from './lib/history-sample.ts';
 import { pgWrites } from './lib/pg-writes.ts';
 import type { PgWrites } from './lib/pg-writes.ts';
 import { memorySample, perItemKiB } from './lib/memory.ts';
@@ -111,38 +112,6 @@ const ENTRY = 'bench';
 /** Of this run only: the cluster's namespace outlives runs and holds other tests' workflows. */
 const RUN_ID = Date.now().toString(36);
 const TQ = `steady-state-${RUN_ID}`;
-
-interface Sample {
-  events: number;
-  transitions: number;
-}
-/**
- * describe(), asked again (5 times at most, 1 s apart) when it fails: a loaded dev server
- * sometimes answers "namespace not found" for a namespace it has.
- */
-async function describeRetrying(h: WorkflowHandle): ReturnType<WorkflowHandle['describe']> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await h.describe();
-    } catch (err) {
-      if (attempt >= 5) throw err;
-      await sleep(1_000);
-    }
-  }
-}
-
-async function sample(hs: WorkflowHandle[]): Promise<Sample> {
-  let events = 0;
-  let transitions = 0;
-  for (let i = 0; i < hs.length; i += 50) {
-    const ds = await Promise.all(hs.slice(i, i + 50).map((h) => describeRetrying(h)));
-    for (const d of ds) {
-      events += d.historyLength;
-      transitions += Number(d.raw.workflowExecutionInfo?.stateTransitionCount ?? 0);
-    }
-  }
-  return { events, transitions };
-}
 
 /**
  * Waits until every proxy of the phase is Healthy, counted through visibility (the ProxyHealthy
@@ -270,7 +239,7 @@ async function phase(
   }
   await allHealthy(client, hs, label);
   await sleep(2_000);
-  const s0 = await sample(hs);
+  const s0 = await historySample(hs);
   const w0 = await writes?.();
   const c0 = { server: usage().cpu, worker: process.cpuUsage() };
   const t0 = performance.now();
@@ -280,7 +249,7 @@ async function phase(
   const w1 = await writes?.();
   const m1 = memorySample();
   const grown = perItemKiB(m0, m1, N);
-  const s1 = await sample(hs);
+  const s1 = await historySample(hs);
   const ages = await probeAges(hs.slice(0, FRESH_SAMPLED), 2 * INTERVAL_MS);
   const hours = WINDOW_MS / 3_600_000;
   const min = WINDOW_MS / 60_000;
