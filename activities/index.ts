@@ -9,6 +9,7 @@ import { createHostActivities } from './host.ts';
 import type { HostRegistry } from './hosts.ts';
 import type { WorkerMetrics } from './metrics.ts';
 import { createImageActivities } from './image.ts';
+import { createHostMonitorActivities } from './host-monitor.ts';
 import { createMonitorActivities } from './monitor.ts';
 import { createPoolActivities } from './pool.ts';
 import { createProxyActivities } from './proxy.ts';
@@ -53,6 +54,7 @@ export function createActivities(deps: ActivityDeps) {
     ...proxy,
     surveyHosts: withCordons((input) => proxy.surveyHosts(input), deps.client),
     ...createMonitorActivities(proxy, deps.metrics),
+    ...createHostMonitorActivities(proxy, deps.client, deps.taskQueue, deps.metrics),
     ...createImageActivities(deps.registry, deps.client, deps.taskQueue, deps.metrics),
     ...createFleetActivities(deps.registry, deps.client),
     ...createPoolActivities(deps.client, deps.taskQueue),

@@ -8,8 +8,8 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { FailureDetails } from '../contracts/errors.ts';
 import { CODES } from '../contracts/errors.ts';
-import { foldProbe, foldReading, monitorVerdict, pollWaitMs, probeAddress } from '../contracts/health.ts';
-import type { MonitorDetails, MonitorInput, MonitorResult, MonitorState } from '../contracts/health.ts';
+import { foldProbe, foldReading, pollWaitMs, probeAddress, verdictAfter, watched } from '../contracts/health.ts';
+import type { MonitorDetails, MonitorInput, MonitorReason, MonitorResult, MonitorState } from '../contracts/health.ts';
 import { exitIpChange, exitIpDue } from '../contracts/exit-ip.ts';
 import type { ProbeOutcome, ProxyError, VmReading } from '../contracts/proxy.ts';
 import type { WorkerMetrics } from './metrics.ts';
@@ -46,32 +46,54 @@ export async function runMonitor(input: MonitorInput & { waitFirst?: boolean }, 
   let state: MonitorState = resumed?.state ?? known;
   io.heartbeat({ state });
   if (input.waitFirst === true && resumed === undefined) await io.wait(h.intervalMs);
+  const knownKey = watched(known.status);
   for (;;) {
-    let reading: VmReading | undefined;
-    let readError: ProxyError | undefined;
-    try {
-      reading = await io.read();
-    } catch (err) {
-      if (Context.current().cancellationSignal.aborted) throw err;
-      readError = errorOf(err, new Date(await io.now()).toISOString());
+    const polled = await pollOnce(input, knownKey, state, io);
+    state = polled.state;
+    if (polled.reason !== undefined) {
+      const result: MonitorResult = { reason: polled.reason, state };
+      if (polled.vmState !== undefined) result.vmState = polled.vmState;
+      return result;
     }
-    const at = new Date(await io.now()).toISOString();
-    const folded = foldReading({ ...state, polls: state.polls + 1 }, { reading, readError }, h, at);
-    state = folded.state;
-    const ip = folded.lost === undefined ? probeAddress(state, h) : undefined;
-    if (ip !== undefined) {
-      const before = state.status;
-      const outcome = await io.probe(ip, exitIpDue(before, h, await io.now()));
-      state = foldProbe(state, outcome, h, new Date(await io.now()).toISOString(), input.proxy.timeouts.bootMs);
-      const change = exitIpChange(before, state.status);
-      if (change !== undefined) io.exitIpChanged?.(change);
-    }
-    const verdict = monitorVerdict(input, known, state, await io.now(), folded.lost);
-    if (verdict !== undefined)
-      return folded.lost === undefined ? { reason: verdict, state } : { reason: verdict, state, vmState: folded.lost };
     io.heartbeat({ state });
     await io.wait(pollWaitMs(state.status, h));
   }
+}
+
+/**
+ * One poll: the VM read, its address folded (H3), the probe when there is an address, and the
+ * verdict against the watched values the workflow last heard of (`knownKey`); the per-proxy
+ * monitor above and the host monitor (activities/host-monitor.ts) both poll through it.
+ */
+export async function pollOnce(
+  input: MonitorInput,
+  knownKey: string,
+  before: MonitorState,
+  io: Pick<MonitorIo, 'read' | 'probe' | 'exitIpChanged' | 'now'>,
+): Promise<{ state: MonitorState; reason?: MonitorReason; vmState?: string }> {
+  const h = input.proxy.health;
+  let reading: VmReading | undefined;
+  let readError: ProxyError | undefined;
+  try {
+    reading = await io.read();
+  } catch (err) {
+    if (Context.current().cancellationSignal.aborted) throw err;
+    readError = errorOf(err, new Date(await io.now()).toISOString());
+  }
+  const at = new Date(await io.now()).toISOString();
+  const folded = foldReading({ ...before, polls: before.polls + 1 }, { reading, readError }, h, at);
+  let state = folded.state;
+  const ip = folded.lost === undefined ? probeAddress(state, h) : undefined;
+  if (ip !== undefined) {
+    const prior = state.status;
+    const outcome = await io.probe(ip, exitIpDue(prior, h, await io.now()));
+    state = foldProbe(state, outcome, h, new Date(await io.now()).toISOString(), input.proxy.timeouts.bootMs);
+    const change = exitIpChange(prior, state.status);
+    if (change !== undefined) io.exitIpChanged?.(change);
+  }
+  const reason = verdictAfter(input, knownKey, state, await io.now(), folded.lost);
+  if (reason === undefined) return { state };
+  return folded.lost === undefined ? { state, reason } : { state, reason, vmState: folded.lost };
 }
 
 /** A failed read as the status's last error (the error table's kind and code). */
@@ -87,6 +109,32 @@ function errorOf(err: unknown, at: string): ProxyError {
 /** How often the monitor heartbeats while a read or a probe is in flight (they may take longer than its timeout's margin). */
 const BUSY_HEARTBEAT_MS = 2_000;
 
+/** Runs `fn`, heartbeating `last()` every BUSY_HEARTBEAT_MS meanwhile (a slow read or probe must not look like a dead worker). */
+export async function heartbeatWhile<T>(ctx: Context, last: () => unknown, fn: () => Promise<T>): Promise<T> {
+  const beat = setInterval(() => ctx.heartbeat(last()), BUSY_HEARTBEAT_MS);
+  try {
+    return await fn();
+  } finally {
+    clearInterval(beat);
+  }
+}
+
+/** The exit IP read for the first time (logged) or changed (logged as a warning, counted in `metrics`). */
+export function logExitIpChange(
+  ctx: Context,
+  proxy: { entry: string; name: string } | undefined,
+  { from, to }: { from?: string; to: string },
+  metrics?: WorkerMetrics,
+): void {
+  const fields = { entry: proxy?.entry, proxy: proxy?.name, exitIp: to };
+  if (from === undefined) {
+    ctx.log.info('exit IP recorded', fields);
+    return;
+  }
+  ctx.log.warn('exit IP changed', { ...fields, previousExitIp: from });
+  if (proxy !== undefined) metrics?.exitIpChanges.inc({ entry: proxy.entry });
+}
+
 /** Heartbeats and waits of the running activity; exit-IP changes logged (and counted in `metrics`). */
 export function activityIo(
   read: MonitorIo['read'],
@@ -96,26 +144,11 @@ export function activityIo(
 ): MonitorIo {
   const ctx = Context.current();
   let last: MonitorDetails | undefined;
-  const busy = async <T>(fn: () => Promise<T>): Promise<T> => {
-    const beat = setInterval(() => ctx.heartbeat(last), BUSY_HEARTBEAT_MS);
-    try {
-      return await fn();
-    } finally {
-      clearInterval(beat);
-    }
-  };
+  const busy = <T>(fn: () => Promise<T>): Promise<T> => heartbeatWhile(ctx, () => last, fn);
   return {
     read: () => busy(read),
     probe: (ip, readExitIp) => busy(() => probe(ip, readExitIp)),
-    exitIpChanged: ({ from, to }) => {
-      const fields = { entry: proxy?.entry, proxy: proxy?.name, exitIp: to };
-      if (from === undefined) {
-        ctx.log.info('exit IP recorded', fields);
-        return;
-      }
-      ctx.log.warn('exit IP changed', { ...fields, previousExitIp: from });
-      if (proxy !== undefined) metrics?.exitIpChanges.inc({ entry: proxy.entry });
-    },
+    exitIpChanged: (change) => logExitIpChange(ctx, proxy, change, metrics),
     now: () => Date.now(),
     wait: (ms) => ctx.sleep(ms),
     heartbeat: (d) => {

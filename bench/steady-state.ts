@@ -48,6 +48,8 @@ import { benchWorker, cpuSeconds, installQuietRuntime, rssMiB, startDevServer } 
 import { workflowCacheOptions } from '../runtime/workflow-cache.ts';
 import { HEARTBEAT_THROTTLE_MS } from '../runtime/worker-set.ts';
 import { hostDouble } from './lib/host-double.ts';
+import { hostMonitorWorkflowId } from '../contracts/host-monitor.ts';
+import type { HealthMonitor } from '../contracts/proxy.ts';
 import { clusterUp } from '../test/support/temporal-cluster.ts';
 import { PROJECT_ROOT } from '../test/support/temporal.ts';
 import { probeAges } from './lib/freshness.ts';
@@ -64,7 +66,10 @@ const USAGE = `node bench/steady-state.ts [options]   (hosts and guests simulate
   --window-s S                 the measured window after every proxy is Healthy (default 60)
   --interval-ms MS             providers[].health.intervalMs (default 15000)
   --runs R                     rounds; each runs every loop once, the order alternating (default 2)
-  --loops L                    poll,monitor (default), or one of them
+  --loops L                    poll,monitor (default), host, or any of them: poll (two activities and a
+                               timer per interval), monitor (one monitor activity per proxy), host (one
+                               host monitor per simulated host: providers[].health.monitor host)
+  --hosts K                    simulated hosts the proxies spread over (default ceil(N / 100))
   --port P                     the bench's own Temporal dev server (default 7391)
   --max-cached-workflows N|all the bench worker's workflow cache (default the worker's, 250)
   --temporal dev,cluster       the planes to run on: dev (default), cluster (scripts/temporal cluster), or both
@@ -79,6 +84,7 @@ const { values } = parseArgs({
     'interval-ms': { type: 'string', default: '15000' },
     runs: { type: 'string', default: '2' },
     loops: { type: 'string', default: 'poll,monitor' },
+    hosts: { type: 'string' },
     port: { type: 'string', default: '7391' },
     'max-cached-workflows': { type: 'string' },
     temporal: { type: 'string', default: 'dev' },
@@ -101,7 +107,16 @@ const N = Number(values.n);
 const WINDOW_MS = Number(values['window-s']) * 1000;
 const INTERVAL_MS = Number(values['interval-ms']);
 const RUNS = Number(values.runs);
-const LOOPS = values.loops.split(',') as ('poll' | 'monitor')[];
+type Loop = 'poll' | 'monitor' | 'host';
+const LOOPS = values.loops.split(',') as Loop[];
+for (const l of LOOPS as string[]) {
+  if (l !== 'poll' && l !== 'monitor' && l !== 'host') throw new Error(`--loops: poll, monitor or host, got ${l}`);
+}
+const HOSTS = values.hosts === undefined ? Math.max(1, Math.ceil(Number(values.n) / 100)) : Number(values.hosts);
+if (!(Number.isInteger(HOSTS) && HOSTS > 0)) throw new Error(`--hosts: a whole number above 0, got ${values.hosts}`);
+const HOST_MONITORS = Array.from({ length: HOSTS }, (_, i) => hostMonitorWorkflowId('bench', `sim-${i + 1}`)); // ENTRY
+/** Who monitors the proxies the double resolves next (switched per phase). */
+let monitorMode: HealthMonitor = 'proxy';
 const PORT = Number(values.port);
 const CACHE = values['max-cached-workflows'];
 /** The SDK's default workflow tasks at once (the worker's --max-workflow-tasks is 40 too). */
@@ -216,9 +231,10 @@ async function phase(
   usage: PlaneUsage,
   writes: PlaneWrites,
   label: string,
-  loop: 'poll' | 'monitor',
+  loop: Loop,
   run: number,
 ): Promise<Row> {
+  monitorMode = loop === 'host' ? 'host' : 'proxy';
   const m0 = memorySample();
   const hs: WorkflowHandle[] = [];
   for (let i = 0; i < N; i += 50) {
@@ -227,7 +243,7 @@ async function phase(
         name: `ss-${RUN_ID}-${label.replace('/', '-')}-${run}-${i + k}`,
         entry: ENTRY,
         imageKey: 'img',
-        healthLoop: loop,
+        healthLoop: loop === 'poll' ? 'poll' : 'monitor',
       };
       return client.workflow.start(PROXY_WORKFLOW_TYPE, {
         taskQueue: TQ,
@@ -239,7 +255,9 @@ async function phase(
   }
   await allHealthy(client, hs, label);
   await sleep(2_000);
-  const s0 = await historySample(hs);
+  // The host monitors' own histories count too (their watches' signals, their checkpoints).
+  const sampled = loop === 'host' ? [...hs, ...HOST_MONITORS.map((id) => client.workflow.getHandle(id))] : hs;
+  const s0 = await historySample(sampled);
   const w0 = await writes?.();
   const c0 = { server: usage().cpu, worker: process.cpuUsage() };
   const t0 = performance.now();
@@ -249,7 +267,7 @@ async function phase(
   const w1 = await writes?.();
   const m1 = memorySample();
   const grown = perItemKiB(m0, m1, N);
-  const s1 = await historySample(hs);
+  const s1 = await historySample(sampled);
   const ages = await probeAges(hs.slice(0, FRESH_SAMPLED), 2 * INTERVAL_MS);
   const hours = WINDOW_MS / 3_600_000;
   const min = WINDOW_MS / 60_000;
@@ -275,14 +293,23 @@ async function phase(
   for (let i = 0; i < hs.length; i += 50) {
     await Promise.all(hs.slice(i, i + 50).map((h) => h.terminate('bench phase over').catch(() => undefined)));
   }
+  if (loop === 'host') {
+    const monitors = HOST_MONITORS.map((id) => client.workflow.getHandle(id));
+    await Promise.all(monitors.map((h) => h.terminate('bench phase over').catch(() => undefined)));
+  }
   await sleep(3_000);
   return row;
 }
 
-/** Events of one monitor checkpoint: the old run's tail after its last monitor was scheduled, and the new run up to its monitor. */
-async function checkpointEvents(client: Client): Promise<number> {
+/**
+ * Events of one monitor checkpoint: the old run's tail after its last monitor was scheduled (its
+ * watch recorded, with the host monitor), and the new run up to its monitor (or watch); with the
+ * host monitor also what the new run's watch added to the host monitor's history.
+ */
+async function checkpointEvents(client: Client, loop: 'monitor' | 'host'): Promise<number> {
+  monitorMode = loop === 'host' ? 'host' : 'proxy';
   const input: ProxyWorkflowInput = {
-    name: `ss-${RUN_ID}-checkpoint`,
+    name: `ss-${RUN_ID}-checkpoint-${loop}`,
     entry: ENTRY,
     imageKey: 'img',
     healthLoop: 'monitor',
@@ -296,7 +323,18 @@ async function checkpointEvents(client: Client): Promise<number> {
   const first = h.firstExecutionRunId;
   const deadline = Date.now() + 6 * INTERVAL_MS + 60_000;
   const cur = client.workflow.getHandle(h.workflowId);
-  while ((await cur.describe()).runId === first) {
+  // The host monitor of the host it lands on.
+  const placed = await sleepUntil(async () => (await h.query(proxyStatusQuery).catch(() => undefined))?.host, 60_000);
+  const hostMonitor = client.workflow.getHandle(hostMonitorWorkflowId(ENTRY, placed));
+  let monitorBefore = 0;
+  for (;;) {
+    const d = await cur.describe();
+    if (d.runId !== first) break;
+    if (loop === 'host')
+      monitorBefore = await hostMonitor.describe().then(
+        (m) => m.historyLength,
+        () => 0,
+      );
     if (Date.now() > deadline) {
       const d = await cur.describe();
       const pending = (d.raw.pendingActivities ?? []).map(
@@ -314,11 +352,15 @@ async function checkpointEvents(client: Client): Promise<number> {
   }
   await sleep(2_000);
   const old = (await client.workflow.getHandle(h.workflowId, first).fetchHistory()).events ?? [];
-  const lastScheduled = old.findLastIndex((e) => e.activityTaskScheduledEventAttributes != null);
+  const lastScheduled = old.findLastIndex((e) =>
+    loop === 'host' ? e.markerRecordedEventAttributes != null : e.activityTaskScheduledEventAttributes != null,
+  );
   const tail = old.length - lastScheduled - 1;
   const fresh = (await cur.describe()).historyLength;
+  const monitorAdded = loop === 'host' ? (await hostMonitor.describe()).historyLength - monitorBefore : 0;
   await cur.terminate('bench over').catch(() => undefined);
-  return tail + fresh;
+  if (loop === 'host') await hostMonitor.terminate('bench over').catch(() => undefined);
+  return tail + fresh + monitorAdded;
 }
 
 async function main(): Promise<void> {
@@ -361,27 +403,35 @@ async function main(): Promise<void> {
       usage = clusterUsage;
       writes = pgWrites;
     }
-    const w = await benchWorker(target, TQ, () => hostDouble(ENTRY, INTERVAL_MS), {
-      ...caps,
-      heartbeatThrottle: THROTTLE,
-    });
+    const w = await benchWorker(
+      target,
+      TQ,
+      (client) => hostDouble(ENTRY, INTERVAL_MS, { hosts: HOSTS, client, taskQueue: TQ, monitor: () => monitorMode }),
+      {
+        ...caps,
+        heartbeatThrottle: THROTTLE,
+      },
+    );
     planes.push({ plane, ...w, usage, writes });
   }
   const labels = PLANES.flatMap((p) => LOOPS.map((l) => (PLANES.length > 1 ? `${p}/${l}` : l)));
   try {
     const rows: Row[] = [];
-    let checkpoint = 0;
+    /** Events of one hourly checkpoint, per loop (poll has none). */
+    const checkpoint: Partial<Record<Loop, number>> = {};
     // Every plane's worker runs for the whole bench (an idle one costs its plane little).
     const runAll = (ws: Worker[], fn: () => Promise<void>): Promise<void> =>
       ws.length === 0 ? fn() : ws[0]!.runUntil(() => runAll(ws.slice(1), fn));
     await runAll(
       planes.map((p) => p.worker),
       async () => {
-        if (LOOPS.includes('monitor')) checkpoint = await checkpointEvents(planes[0]!.client);
+        for (const l of ['monitor', 'host'] as const) {
+          if (LOOPS.includes(l)) checkpoint[l] = await checkpointEvents(planes[0]!.client, l);
+        }
         for (let run = 0; run < RUNS; run++) {
           const order = run % 2 === 0 ? labels : [...labels].reverse();
           for (const label of order) {
-            const loop = label.split('/').at(-1) as 'poll' | 'monitor';
+            const loop = label.split('/').at(-1) as Loop;
             const p = PLANES.length > 1 ? planes.find((x) => x.plane === label.split('/')[0])! : planes[0]!;
             const row = await phase(p.client, p.usage, p.writes, label, loop, run);
             rows.push(row);
@@ -394,7 +444,9 @@ async function main(): Promise<void> {
     );
     for (const p of planes) await p.connection.close();
     console.log(
-      `\nmonitor checkpoint (continue-as-new, hourly): ${checkpoint} events, added once per proxy-hour below\n`,
+      `\nthe hourly checkpoint (continue-as-new): ${Object.entries(checkpoint)
+        .map(([l, n]) => `${l} ${n} events`)
+        .join(', ')}, added once per proxy-hour below\n`,
     );
     console.log(
       '| loop | events / proxy-hour | state transitions / proxy-hour | server CPU-s / min | worker CPU-s / min | server RSS MiB | worker RSS MiB | worker KiB / proxy | last probe age s (median) | last probe age s (oldest) |',
@@ -402,7 +454,7 @@ async function main(): Promise<void> {
     console.log('|---|---|---|---|---|---|---|---|---|---|');
     for (const loop of labels) {
       const rs = rows.filter((r) => r.loop === loop);
-      const add = loop.endsWith('monitor') ? checkpoint : 0;
+      const add = checkpoint[loop.split('/').at(-1) as Loop] ?? 0;
       const f = (k: keyof Row, d: number, plus = 0) => fmtRange(spread(rs.map((r) => (r[k] as number) + plus)), d);
       console.log(
         `| ${loop} | ${f('eventsPerHour', 0, add)} | ${f('transitionsPerHour', 0)} | ${f('serverCpuPerMin', 2)} | ${f('workerCpuPerMin', 2)} | ${f('serverRss', 0)} | ${f('workerRss', 0)} | ${f('workerRssPerProxyKiB', 0)} | ${f('probeAgeMedianS', 1)} | ${f('probeAgeMaxS', 1)} |`,
@@ -449,14 +501,17 @@ async function main(): Promise<void> {
         .map((l) => l.toFixed(1))
         .join(' ')}`,
     );
-    const mon = rows.filter((r) => r.loop === labels.find((l) => l.endsWith('monitor')));
-    if (mon.length > 0) {
-      const ev = median(mon.map((r) => r.eventsPerHour)) + checkpoint;
+    for (const l of ['monitor', 'host'] as const) {
+      const mon = rows.filter((r) => r.loop === labels.find((x) => x.endsWith(l)));
+      if (mon.length === 0) continue;
+      const ev = median(mon.map((r) => r.eventsPerHour)) + (checkpoint[l] ?? 0);
       console.log(
-        `\ngoal <= 60 events per healthy proxy-hour (monitor, checkpoint included): ${ev <= 60 ? 'MET' : 'NOT MET'} (${ev.toFixed(1)})`,
+        `\n${l}: goal <= 60 events per healthy proxy-hour (checkpoint included): ${ev <= 60 ? 'MET' : 'NOT MET'} (${ev.toFixed(1)})`,
       );
       const cpu = median(mon.map((r) => r.serverCpuPerMin)) / 60;
-      console.log(`server under half a core with N=${N}: ${cpu < 0.5 ? 'MET' : 'NOT MET'} (${cpu.toFixed(3)} cores)`);
+      console.log(
+        `${l}: server under half a core with N=${N}: ${cpu < 0.5 ? 'MET' : 'NOT MET'} (${cpu.toFixed(3)} cores)`,
+      );
     }
   } finally {
     await server?.stop();
@@ -465,3 +520,14 @@ async function main(): Promise<void> {
 
 await main();
 process.exit(0);
+
+/** Polls `probe` every 500 ms until it gives a value; throws after `timeoutMs`. */
+async function sleepUntil<T>(probe: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`nothing after ${timeoutMs} ms`);
+    await sleep(500);
+  }
+}

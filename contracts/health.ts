@@ -217,7 +217,7 @@ export function foldProbe(
 }
 
 /** The state's values whose change the workflow must hear of (and record, or publish). */
-function watched(st: ProxyStatus): string {
+export function watched(st: ProxyStatus): string {
   const c = st.conditions;
   return `${c.Healthy.status}|${c.AddressAssigned.status}|${st.ip ?? ''}|${st.exitIp ?? ''}`;
 }
@@ -233,8 +233,19 @@ export function monitorVerdict(
   nowMs: number,
   lost?: string,
 ): MonitorReason | undefined {
+  return verdictAfter(input, watched(before.status), after, nowMs, lost);
+}
+
+/** {@link monitorVerdict} against the watched values the workflow last heard of (`watched`'s key). */
+export function verdictAfter(
+  input: Pick<MonitorInput, 'bootDeadlineMs' | 'checkpointAtMs' | 'checkpointAfterPolls'>,
+  knownKey: string,
+  after: MonitorState,
+  nowMs: number,
+  lost?: string,
+): MonitorReason | undefined {
   if (lost !== undefined) return 'VmLost';
-  if (watched(before.status) !== watched(after.status)) return 'Transition';
+  if (knownKey !== watched(after.status)) return 'Transition';
   if (!after.addressedOnce && input.bootDeadlineMs !== undefined && nowMs > input.bootDeadlineMs) return 'BootTimeout';
   if (nowMs >= input.checkpointAtMs) return 'Checkpoint';
   if (input.checkpointAfterPolls !== undefined && after.polls >= input.checkpointAfterPolls) return 'Checkpoint';

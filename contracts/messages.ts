@@ -14,6 +14,13 @@ import {
   POOL_HOST_DRAIN_SIGNAL,
   PROXY_MOVE_UPDATE,
 } from './host.ts';
+import type { HostUnwatch, HostVerdict, HostWatch, HostWatches } from './host-monitor.ts';
+import {
+  HOST_UNWATCH_SIGNAL,
+  HOST_WATCH_SIGNAL,
+  HOST_WATCHES_QUERY,
+  PROXY_MONITOR_VERDICT_SIGNAL,
+} from './host-monitor.ts';
 import type { ImageJoin, ImageProgressSignal, ImageResult, ImageStatus } from './image.ts';
 import {
   IMAGE_JOIN_SIGNAL,
@@ -48,6 +55,9 @@ export const proxyResizeUpdate = defineUpdate<ProxyStatus, [VmSize]>(PROXY_RESIZ
 
 /** Moves a Running standalone proxy off its host (a drain): returns once the move is accepted. */
 export const proxyMoveUpdate = defineUpdate<ProxyStatus, [ProxyMoveRequest]>(PROXY_MOVE_UPDATE);
+
+/** From its host's monitor: a verdict of the proxy's watch (docs/health.md "One monitor per host"). */
+export const proxyMonitorVerdictSignal = defineSignal<[HostVerdict]>(PROXY_MONITOR_VERDICT_SIGNAL);
 
 /** From a pool to its member: whether the member is in discovery (`serving`). */
 export const memberServingSignal = defineSignal<[{ serving: boolean }]>(MEMBER_SERVING_SIGNAL);
@@ -102,3 +112,12 @@ export const hostDrainUpdate = defineUpdate<HostStatus, [HostActionRequest]>(HOS
 export const hostUncordonUpdate = defineUpdate<HostStatus, [HostActionRequest]>(HOST_UNCORDON_UPDATE);
 /** From a host workflow to a pool: move members off a draining host, or stop. */
 export const poolHostDrainSignal = defineSignal<[HostDrainNotice]>(POOL_HOST_DRAIN_SIGNAL);
+
+// ---- a host's health monitor (docs/health.md "One monitor per host") ----------------------------
+
+/** From a proxy workflow (through its watch activity, signal-with-start): watch me (replaces its earlier watch). */
+export const hostWatchSignal = defineSignal<[HostWatch]>(HOST_WATCH_SIGNAL);
+/** From a proxy workflow: stop watching me (delete, resize, move). */
+export const hostUnwatchSignal = defineSignal<[HostUnwatch]>(HOST_UNWATCH_SIGNAL);
+/** From the host monitor's activity: the watches, when they changed since `version`. */
+export const hostWatchesQuery = defineQuery<HostWatches, [number]>(HOST_WATCHES_QUERY);

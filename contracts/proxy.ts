@@ -189,8 +189,14 @@ export interface ResolvedProxy {
     egressIpIntervalMs?: number;
     /** How the probe reaches the guest (lib/probe/route.ts; absent in runs resolved before it: auto). */
     via?: 'auto' | 'direct' | 'ssh';
+    /** Who polls and probes: one monitor per proxy (absent or `proxy`) or its host's monitor (`host`, contracts/host-monitor.ts). */
+    monitor?: HealthMonitor;
   };
 }
+
+/** Who polls and probes a Running proxy (`providers[].health.monitor`, docs/health.md). */
+export const HEALTH_MONITORS = ['proxy', 'host'] as const;
+export type HealthMonitor = (typeof HEALTH_MONITORS)[number];
 
 /** One read of the VM (activity `readProxyVm`). */
 export interface VmReading {

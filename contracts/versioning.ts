@@ -4,13 +4,14 @@
 //
 // AUTO_UPGRADE: the run's next workflow task goes to the deployment's current build; its code must
 // replay the old history, so every change to its commands is behind patched(). Proxies, pools,
-// hosts and the catalog live for months: they can only move this way.
+// hosts, host monitors and the catalog live for months: they can only move this way.
 // PINNED: the run stays on the build that started it, to its end; the old build keeps running
 // until its pinned runs drain. Short runs (minutes) that need no patched() when their code changes.
 
 import { CATALOG_WORKFLOW_TYPE } from './catalog.ts';
 import { GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from './fleet.ts';
 import { HOST_WORKFLOW_TYPE } from './host.ts';
+import { HOST_MONITOR_WORKFLOW_TYPE } from './host-monitor.ts';
 import { IMAGE_WORKFLOW_TYPE } from './image.ts';
 import { POOL_WORKFLOW_TYPE } from './pool.ts';
 import { PROXY_WORKFLOW_TYPE } from './proxy.ts';
@@ -27,6 +28,7 @@ export const WORKFLOW_VERSIONING: Readonly<Record<string, WorkflowVersioningBeha
   [PROXY_WORKFLOW_TYPE]: 'AUTO_UPGRADE',
   [POOL_WORKFLOW_TYPE]: 'AUTO_UPGRADE',
   [HOST_WORKFLOW_TYPE]: 'AUTO_UPGRADE',
+  [HOST_MONITOR_WORKFLOW_TYPE]: 'AUTO_UPGRADE',
   [CATALOG_WORKFLOW_TYPE]: 'AUTO_UPGRADE',
   [IMAGE_WORKFLOW_TYPE]: 'PINNED',
   [WARM_WORKFLOW_TYPE]: 'PINNED',

@@ -8,3 +8,4 @@ export { warmImageWorkflow } from './warm.ts';
 export { catalogWorkflow } from './catalog.ts';
 export { poolWorkflow } from './pool/index.ts';
 export { hostWorkflow } from './host.ts';
+export { hostMonitorWorkflow } from './host-monitor.ts';

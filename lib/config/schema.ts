@@ -19,6 +19,7 @@ import { PORT, VM_LIMITS } from '../../contracts/limits.ts';
 import { DEFAULT_CPU_OVERCOMMIT, DEFAULT_MEMORY_OVERCOMMIT } from '../../contracts/fleet.ts';
 import { exitIpUrlProblem } from '../probe/exit-ip.ts';
 import { HEALTH_VIA } from '../probe/route.ts';
+import { HEALTH_MONITORS } from '../../contracts/proxy.ts';
 import { checkCidr, EGRESS_FIELD_HELP, egressFields, egressIssues } from './egress.ts';
 
 /** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters (contracts/limits.ts). */
@@ -125,6 +126,8 @@ export const HealthSchema = z.strictObject({
   egressIpIntervalMs: timeoutMs(300_000, 1000),
   /** How the probe reaches a guest: auto (direct where the worker routes to it), direct or ssh (docs/health.md). */
   via: z.enum(HEALTH_VIA).default('auto'),
+  /** Who polls and probes the entry's Running proxies: a monitor per proxy (default) or one per host (docs/health.md). */
+  monitor: z.enum(HEALTH_MONITORS).optional(),
 });
 
 export const ProviderSchema = z.strictObject({
@@ -276,6 +279,10 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
   'providers[].health.egressIpIntervalMs': {
     hint: 'how often the exit IP is read again, in ms (it is read on the first passing probe of a Healthy proxy, then at most once per probe and this often)',
     example: 'egressIpIntervalMs: 300000',
+  },
+  'providers[].health.monitor': {
+    hint: "who polls and probes the entry's Running proxies: proxy (one monitor activity per proxy, the default) or host (one per host for all its proxies: one heartbeat per host instead of one per proxy)",
+    example: 'monitor: host',
   },
   'providers[].health.via': {
     hint: 'how the probe reaches a guest: auto (straight over TCP where the worker routes the guest address through an interface that carries no default route, else through the host over SSH), direct, or ssh',

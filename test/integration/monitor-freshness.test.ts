@@ -12,26 +12,16 @@
  * the last probe is at most one interval old, plus the poll's own time and the RPCs.
  */
 import assert from 'node:assert/strict';
-import { after, before, describe, it } from 'node:test';
-import type { Client, WorkflowHandle } from '@temporalio/client';
-import { bundleWorkflowCode } from '@temporalio/worker';
-import type { NativeConnection, WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import { describe, it } from 'node:test';
+import type { WorkflowHandle } from '@temporalio/client';
 import { createMonitorActivities } from '../../activities/monitor.ts';
 import { freshProxyStatus } from '../../client/health.ts';
 import { PROXY_WORKFLOW_TYPE } from '../../contracts/proxy.ts';
 import type { ProbeOutcome, VmReading } from '../../contracts/proxy.ts';
 import { createWorkerSet } from '../../runtime/worker-set.ts';
 import type { ProxyWorkflowInput } from '../../workflows/proxy/state.ts';
-import { BASE, Env, Fakes, proxyId, resolvedProxy, uniqueName } from '../support/workflow-harness.ts';
-import {
-  connectClient,
-  connectWorker,
-  installTestRuntime,
-  pollUntil,
-  uniqueId,
-  WORKFLOWS_PATH,
-  withTimeout,
-} from '../support/temporal.ts';
+import { BASE, devServerSuite, Env, Fakes, proxyId, resolvedProxy, uniqueName } from '../support/workflow-harness.ts';
+import { pollUntil, uniqueId, withTimeout } from '../support/temporal.ts';
 
 const INTERVAL_MS = 3_000;
 /** Slack over one interval: the poll's own time, the heartbeat and describe RPCs, a loaded machine. */
@@ -43,37 +33,10 @@ const RUNNING: VmReading = { state: 'Running', ip: '10.0.0.5', source: 'lease' }
 const OK: ProbeOutcome = { ok: true, latencyMs: 3 };
 
 describe('the monitor heartbeat reaches the server at every poll', { timeout: 120_000 }, () => {
-  let client: Client;
-  let connection: NativeConnection;
-  let bundle: WorkflowBundleWithSourceMap;
-
-  before(async () => {
-    installTestRuntime();
-    client = await connectClient();
-    connection = await connectWorker();
-    bundle = await withTimeout(
-      bundleWorkflowCode({
-        workflowsPath: WORKFLOWS_PATH,
-        logger: {
-          log: () => undefined,
-          trace: () => undefined,
-          debug: () => undefined,
-          info: () => undefined,
-          warn: () => undefined,
-          error: () => undefined,
-        },
-      }),
-      60_000,
-      'bundle the workflows',
-    );
-  });
-
-  after(async () => {
-    await connection?.close();
-    await client?.connection.close();
-  });
+  const dev = devServerSuite();
 
   it(`the fresh status's last probe is never older than one interval (${INTERVAL_MS} ms) + ${SLACK_MS} ms`, async (t) => {
+    const { client, connection, bundle } = dev;
     const f = new Fakes(new Env());
     f.resolve = (spec) => resolvedProxy(spec, { health: { intervalMs: INTERVAL_MS } });
     f.findBase = () => BASE;

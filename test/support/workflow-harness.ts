@@ -10,10 +10,10 @@
 import { after, before } from 'node:test';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { WorkflowFailedError } from '@temporalio/client';
-import type { WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
+import type { Client, WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
-import type { WorkerOptions, WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { NativeConnection, WorkerOptions, WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import { toFailure } from '../../activities/errors.ts';
 import type { Activities } from '../../activities/index.ts';
 import { InsufficientCapacity } from '../../lib/kvm2/errors.ts';
@@ -39,6 +39,8 @@ import type { proxyLifecycle, ProxyWorkflowInput } from '../../workflows/proxy/i
 import { CUSTOM_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
 import { freshProxyStatus, monitorHeartbeat } from '../../client/health.ts';
 import {
+  connectClient,
+  connectWorker,
   INDEXED_VALUE_TYPE_NAMES,
   installTestRuntime,
   pollUntil,
@@ -149,7 +151,7 @@ async function registerSearchAttributes(env: TestWorkflowEnvironment): Promise<v
   await env.connection.operatorService.addSearchAttributes({ namespace: env.namespace ?? 'default', searchAttributes });
 }
 
-const quietLogger = {
+export const quietLogger = {
   log: () => undefined,
   trace: () => undefined,
   debug: () => undefined,
@@ -157,6 +159,36 @@ const quietLogger = {
   warn: () => undefined,
   error: () => undefined,
 };
+
+export interface DevServerParts {
+  client: Client;
+  connection: NativeConnection;
+  bundle: WorkflowBundleWithSourceMap;
+}
+
+/**
+ * For the integration tests that run the real workflows on the dev server: a client, a worker
+ * connection and the workflows bundled, made before the suite's tests and closed after them
+ * (read them inside the tests).
+ */
+export function devServerSuite(): DevServerParts {
+  const parts = {} as DevServerParts;
+  before(async () => {
+    installTestRuntime();
+    parts.client = await connectClient();
+    parts.connection = await connectWorker();
+    parts.bundle = await withTimeout(
+      bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: quietLogger }),
+      60_000,
+      'bundle the workflows',
+    );
+  });
+  after(async () => {
+    await parts.connection?.close();
+    await parts.client?.connection.close();
+  });
+  return parts;
+}
 
 /**
  * Runs `fn` on a fresh time-skipping server with a worker that serves the workflows and

@@ -11,6 +11,7 @@ import { describe, it } from 'node:test';
 import type { WorkerDeploymentOptions } from '@temporalio/worker';
 import { POOL_WORKFLOW_TYPE } from '../../contracts/pool.ts';
 import { PROXY_WORKFLOW_TYPE } from '../../contracts/proxy.ts';
+import { HOST_MONITOR_WORKFLOW_TYPE } from '../../contracts/host-monitor.ts';
 import { HOST_WORKFLOW_TYPE } from '../../contracts/host.ts';
 import { IMAGE_WORKFLOW_TYPE } from '../../contracts/image.ts';
 import { SMOKE_WORKFLOW_TYPE } from '../../contracts/smoke.ts';
@@ -82,7 +83,7 @@ describe('WORKFLOW_VERSIONING', () => {
     assert.deepEqual(Object.keys(WORKFLOW_VERSIONING).sort(), Object.keys(workflows).sort());
   });
   it('the long-lived runs auto-upgrade, short ones are pinned', () => {
-    for (const t of [PROXY_WORKFLOW_TYPE, POOL_WORKFLOW_TYPE, HOST_WORKFLOW_TYPE]) {
+    for (const t of [PROXY_WORKFLOW_TYPE, POOL_WORKFLOW_TYPE, HOST_WORKFLOW_TYPE, HOST_MONITOR_WORKFLOW_TYPE]) {
       assert.equal(WORKFLOW_VERSIONING[t], 'AUTO_UPGRADE', t);
     }
     for (const t of [IMAGE_WORKFLOW_TYPE, SMOKE_WORKFLOW_TYPE]) assert.equal(WORKFLOW_VERSIONING[t], 'PINNED', t);

@@ -8,6 +8,7 @@ import { it } from 'node:test';
 import { CATALOG_WORKFLOW_TYPE } from '../../contracts/catalog.ts';
 import { GC_WORKFLOW_TYPE, HEALTH_WORKFLOW_TYPE } from '../../contracts/fleet.ts';
 import { HOST_WORKFLOW_TYPE } from '../../contracts/host.ts';
+import { HOST_MONITOR_WORKFLOW_TYPE } from '../../contracts/host-monitor.ts';
 import { IMAGE_WORKFLOW_TYPE } from '../../contracts/image.ts';
 import { POOL_WORKFLOW_TYPE } from '../../contracts/pool.ts';
 import { PROXY_WORKFLOW_TYPE } from '../../contracts/proxy.ts';
@@ -26,6 +27,7 @@ it('each workflow type name is the name of the exported workflow function', () =
     [CATALOG_WORKFLOW_TYPE, workflows.catalogWorkflow],
     [POOL_WORKFLOW_TYPE, workflows.poolWorkflow],
     [HOST_WORKFLOW_TYPE, workflows.hostWorkflow],
+    [HOST_MONITOR_WORKFLOW_TYPE, workflows.hostMonitorWorkflow],
   ];
   for (const [type, fn] of pairs) assert.equal(fn.name, type);
 });
@@ -41,6 +43,7 @@ it('every exported workflow has a type-name constant', () => {
     CATALOG_WORKFLOW_TYPE,
     POOL_WORKFLOW_TYPE,
     HOST_WORKFLOW_TYPE,
+    HOST_MONITOR_WORKFLOW_TYPE,
   ]);
   assert.deepEqual(Object.keys(workflows).sort(), [...named].sort());
 });

@@ -11,16 +11,12 @@
  * test/replay/host-*.sdk-<version>.json (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { Client } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { format, resolveConfig } from 'prettier';
 import { createHostActivities } from '../../activities/host.ts';
 import type { HostRegistry } from '../../activities/hosts.ts';
 import { withCordons } from '../../activities/index.ts';
@@ -48,6 +44,7 @@ import {
 } from '../support/host-stand-ins.ts';
 import { installTestRuntime, pollUntil, withTimeout } from '../support/temporal.ts';
 import { ENTRY, Env, HOUR_MS, TEST_TIMEOUT_MS, WAIT_MS, withWorker } from '../support/workflow-harness.ts';
+import { recordReplay } from '../support/replay-record.ts';
 
 const BUNDLE_PATH = fileURLToPath(new URL('../support/host-workflows.ts', import.meta.url));
 const HOSTS = ['h1', 'h2'];
@@ -148,13 +145,7 @@ async function statusWhen(c: Ctx, host: string, ok: (s: HostStatus) => boolean, 
 }
 
 /** Writes the run's history as a replay file when asked to (EP_RECORD_HOST_REPLAY=1). */
-async function record(h: WorkflowHandle, name: string): Promise<void> {
-  if (process.env['EP_RECORD_HOST_REPLAY'] !== '1') return;
-  const sdk = (createRequire(import.meta.url)('@temporalio/workflow/package.json') as { version: string }).version;
-  const file = new URL(`../replay/${name}.sdk-${sdk}.json`, import.meta.url).pathname;
-  const text = historyToJSON(await h.fetchHistory());
-  await writeFile(file, await format(text, { ...(await resolveConfig(file)), filepath: file }));
-}
+const record = (h: WorkflowHandle, name: string): Promise<void> => recordReplay(h, name, 'EP_RECORD_HOST_REPLAY');
 
 /** The host workflow's result (bounded). */
 async function ended(c: Ctx, host: string): Promise<HostStatus> {

@@ -9,29 +9,20 @@
  * test/replay/pool-audit-started.sdk-<version>.json (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { describe, it } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
-import { format, resolveConfig } from 'prettier';
 import { poolDeleteUpdate } from '../../contracts/messages.ts';
 import { AUDIT_INTERVAL_MS } from '../../workflows/pool/effects.ts';
 import { pollUntil } from '../support/temporal.ts';
 import { PoolFakes, poolFileEnv, poolWhen, readyAt, startPool, testPoolSpec } from '../support/pool-harness.ts';
 import { TEST_TIMEOUT_MS, WAIT_MS, withWorker } from '../support/workflow-harness.ts';
+import { recordReplay } from '../support/replay-record.ts';
 
 const e = poolFileEnv();
 const opts = { timeout: TEST_TIMEOUT_MS };
 
 /** Writes the run's history as a replay file when asked to (EP_RECORD_POOL_REPLAY=1). */
-async function record(h: WorkflowHandle, name: string): Promise<void> {
-  if (process.env['EP_RECORD_POOL_REPLAY'] !== '1') return;
-  const sdk = (createRequire(import.meta.url)('@temporalio/workflow/package.json') as { version: string }).version;
-  const file = new URL(`../replay/${name}.sdk-${sdk}.json`, import.meta.url).pathname;
-  const text = historyToJSON(await h.fetchHistory());
-  await writeFile(file, await format(text, { ...(await resolveConfig(file)), filepath: file }));
-}
+const record = (h: WorkflowHandle, name: string): Promise<void> => recordReplay(h, name, 'EP_RECORD_POOL_REPLAY');
 
 describe('the pool audit', () => {
   it('replaces a member whose workflow is gone, found by the audit', opts, async () => {

@@ -10,12 +10,8 @@
  * test/replay/pool-member-report-hold.sdk-<version>.json (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
-import { createRequire } from 'node:module';
-import { writeFile } from 'node:fs/promises';
 import { describe, it } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
-import { format, resolveConfig } from 'prettier';
 import { CATALOG_WORKFLOW_TYPE } from '../../contracts/catalog.ts';
 import { memberServingSignal, proxyDeleteUpdate } from '../../contracts/messages.ts';
 import type { MemberReport } from '../../contracts/pool.ts';
@@ -39,6 +35,7 @@ import {
   WAIT_MS,
   withWorker,
 } from '../support/workflow-harness.ts';
+import { recordReplay } from '../support/replay-record.ts';
 
 type HistoryEvent = NonNullable<Awaited<ReturnType<WorkflowHandle['fetchHistory']>>['events']>[number];
 
@@ -108,13 +105,7 @@ function triggerOf(history: HistoryEvent[], pred: (r: MemberReport) => boolean):
 }
 
 /** Writes the run's history as a replay file when asked to (EP_RECORD_POOL_REPLAY=1). */
-async function record(h: WorkflowHandle, name: string): Promise<void> {
-  if (process.env['EP_RECORD_POOL_REPLAY'] !== '1') return;
-  const sdk = (createRequire(import.meta.url)('@temporalio/workflow/package.json') as { version: string }).version;
-  const file = new URL(`../replay/${name}.sdk-${sdk}.json`, import.meta.url).pathname;
-  const text = historyToJSON(await h.fetchHistory());
-  await writeFile(file, await format(text, { ...(await resolveConfig(file)), filepath: file }));
-}
+const record = (h: WorkflowHandle, name: string): Promise<void> => recordReplay(h, name, 'EP_RECORD_POOL_REPLAY');
 
 const healthy = (r: MemberReport): boolean => r.state === 'Running' && r.health === 'True';
 

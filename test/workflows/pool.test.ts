@@ -9,14 +9,10 @@
  * test/replay/pool-*.sdk-<version>.json (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { describe, it } from 'node:test';
 import { ApplicationFailure } from '@temporalio/activity';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
-import { format, resolveConfig } from 'prettier';
 import {
   poolDeleteUpdate,
   poolHostDrainSignal,
@@ -53,6 +49,7 @@ import {
   testPoolSpec,
 } from '../support/pool-harness.ts';
 import type { PoolHandle } from '../support/pool-harness.ts';
+import { recordReplay } from '../support/replay-record.ts';
 
 const e = poolFileEnv();
 const opts = { timeout: TEST_TIMEOUT_MS };
@@ -91,13 +88,7 @@ async function refusal(p: Promise<unknown>): Promise<string> {
 }
 
 /** Writes the run's history as a replay file when asked to (EP_RECORD_POOL_REPLAY=1). */
-async function record(h: WorkflowHandle, name: string): Promise<void> {
-  if (process.env['EP_RECORD_POOL_REPLAY'] !== '1') return;
-  const sdk = (createRequire(import.meta.url)('@temporalio/workflow/package.json') as { version: string }).version;
-  const file = new URL(`../replay/${name}.sdk-${sdk}.json`, import.meta.url).pathname;
-  const text = historyToJSON(await h.fetchHistory());
-  await writeFile(file, await format(text, { ...(await resolveConfig(file)), filepath: file }));
-}
+const record = (h: WorkflowHandle, name: string): Promise<void> => recordReplay(h, name, 'EP_RECORD_POOL_REPLAY');
 
 const names = (s: PoolStatus): string[] => s.members.map((m) => m.name);
 

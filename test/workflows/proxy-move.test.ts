@@ -12,16 +12,12 @@
  * proxy-member-host-unreachable.sdk-<version>.json (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
-import { writeFile } from 'node:fs/promises';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import { WorkflowUpdateFailedError } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
-import { historyToJSON } from '@temporalio/common/lib/proto-utils.js';
 import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { format, resolveConfig } from 'prettier';
 import type { HostSurvey } from '../../contracts/fleet.ts';
 import type { ProxyMoveRequest } from '../../contracts/host.ts';
 import { proxyDeleteUpdate, proxyMoveUpdate } from '../../contracts/messages.ts';
@@ -51,6 +47,7 @@ import {
   withWorker,
   workflowTaskFailures,
 } from '../support/workflow-harness.ts';
+import { recordReplay } from '../support/replay-record.ts';
 
 /** The bundle of the project's workflows with the stand-in pool beside them. */
 class MemberEnv extends Env {
@@ -128,13 +125,7 @@ async function refusal(p: Promise<unknown>): Promise<string> {
 const move = (h: WorkflowHandle, req: unknown) => h.executeUpdate(proxyMoveUpdate, { args: [req as ProxyMoveRequest] });
 
 /** Writes the run's history as a replay file when asked to (EP_RECORD_PROXY_MOVE_REPLAY=1). */
-async function record(h: WorkflowHandle, name: string): Promise<void> {
-  if (process.env['EP_RECORD_PROXY_MOVE_REPLAY'] !== '1') return;
-  const sdk = (createRequire(import.meta.url)('@temporalio/workflow/package.json') as { version: string }).version;
-  const file = new URL(`../replay/${name}.sdk-${sdk}.json`, import.meta.url).pathname;
-  const text = historyToJSON(await h.fetchHistory());
-  await writeFile(file, await format(text, { ...(await resolveConfig(file)), filepath: file }));
-}
+const record = (h: WorkflowHandle, name: string): Promise<void> => recordReplay(h, name, 'EP_RECORD_PROXY_MOVE_REPLAY');
 
 describe('moving a proxy', () => {
   it(

@@ -1,4 +1,5 @@
-// The way out of a proxy workflow, never cancelled itself: leave the image waited on, then either
+// The way out of a proxy workflow, never cancelled itself: leave the image waited on and the host
+// monitor's watch (`health.monitor: host`), then either
 // fail (the console's tail after a boot timeout, compensation) or delete the VM; and the
 // compensation a full pool or a failure runs in the middle of provisioning.
 import { CancellationScope } from '@temporalio/workflow';
@@ -7,6 +8,7 @@ import type { ProxyOutcome, ResolvedProxy } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import { cleanup, probe } from '../stubs.ts';
+import { unwatchHost } from './monitor-loop.ts';
 import { nowIso, setState } from './publish.ts';
 import type { ProxyFailed, ProxyRun } from './state.ts';
 import { failedError, markDeleted } from './status.ts';
@@ -30,6 +32,7 @@ export function finish(
 ): Promise<ProxyOutcome> {
   return CancellationScope.nonCancellable(async (): Promise<ProxyOutcome> => {
     await images.leave();
+    await unwatchHost(run);
     return failed !== undefined ? fail(run, failed) : remove(run, cancelled);
   });
 }

@@ -8,6 +8,7 @@ import {
   imageProgressSignal,
   memberServingSignal,
   proxyDeleteUpdate,
+  proxyMonitorVerdictSignal,
   proxyMoveUpdate,
   proxyResizeUpdate,
   proxyStatusQuery,
@@ -26,6 +27,13 @@ import { deleteProblem, detailsLine, moveProblem, resizeProblem, resizeTarget, w
  */
 export function installHandlers(run: ProxyRun, main: CancellationScope, images: ImageWaiter): void {
   setHandler(proxyStatusQuery, () => run.status);
+  // The host monitor's verdicts of the current watch, each once and in order (a stale watch's are dropped).
+  setHandler(proxyMonitorVerdictSignal, (v) => {
+    const w = run.hostWatch;
+    if (w === undefined || v.token !== w.token || v.seq <= w.lastSeq) return;
+    w.lastSeq = v.seq;
+    w.verdicts.push(v);
+  });
   setHandler(imageProgressSignal, (p) => {
     if (!images.awaiting(p.workflowId)) return;
     run.status = withImageProgress(run.status, p);

@@ -8,14 +8,18 @@
 import {
   CancellationScope,
   condition,
+  getExternalWorkflowHandle,
   isCancellation,
   makeContinueAsNewFunc,
   proxyActivities,
+  proxyLocalActivities,
   sleep,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities } from '../../activities/index.ts';
 import { CODES } from '../../contracts/errors.ts';
+import { hostMonitorWorkflowId } from '../../contracts/host-monitor.ts';
+import { hostUnwatchSignal } from '../../contracts/messages.ts';
 import type { MonitorInput, MonitorResult } from '../../contracts/health.ts';
 import type { ProxyOutcome, ResolvedProxy } from '../../contracts/proxy.ts';
 import type { ImageWaiter } from '../image-join.ts';
@@ -35,7 +39,7 @@ export const HEARTBEAT_MARGIN_MS = 5_000;
 const MIN_HEARTBEAT_TIMEOUT_MS = 10_000;
 
 /** The monitor's heartbeat timeout: one interval plus a margin (a dead worker's loop moves on within it). */
-export function monitorHeartbeatTimeoutMs(h: ResolvedProxy['health']): number {
+export function monitorHeartbeatTimeoutMs(h: Pick<ResolvedProxy['health'], 'intervalMs'>): number {
   return Math.max(h.intervalMs + HEARTBEAT_MARGIN_MS, MIN_HEARTBEAT_TIMEOUT_MS);
 }
 
@@ -140,6 +144,7 @@ async function watch(
   };
   if (run.startedAtMs !== undefined && !run.addressedOnce) input.bootDeadlineMs = run.startedAtMs + r.timeouts.bootMs;
   if (run.input.continueAsNewAfterPolls !== undefined) input.checkpointAfterPolls = run.input.continueAsNewAfterPolls;
+  if (r.health.monitor === 'host') return watchOnHost(run, r, host, input);
   let result: MonitorResult | undefined;
   let error: Error | undefined;
   const scope = new CancellationScope();
@@ -164,4 +169,66 @@ async function watch(
   }
   scope.cancel();
   return run.pendingResize !== undefined ? 'resize' : 'move';
+}
+
+/** The proxy's watch activity: a local one (a marker in history, no activity round trip through the server). */
+const watchStub = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  localRetryThreshold: '10 seconds',
+  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '10 seconds', maximumAttempts: 5 },
+});
+
+/**
+ * {@link watch} through the host's monitor (`health.monitor: host`, contracts/host-monitor.ts):
+ * asks it to watch this proxy (unless the current watch goes on: a transition does not end it),
+ * then waits for its next verdict, a resize or a move. A verdict other than a transition ends the
+ * watch; a resize, a move, a delete or a boot out of time unwatches it.
+ */
+async function watchOnHost(
+  run: ProxyRun,
+  r: ResolvedProxy,
+  host: string,
+  input: MonitorInput & { waitFirst: boolean },
+): Promise<MonitorResult | 'resize' | 'move' | 'failed'> {
+  if (run.hostWatch?.host !== host) {
+    await unwatchHost(run);
+    const token = `${workflowInfo().runId}/${++run.watches}`;
+    try {
+      await watchStub.watchOnHost({ entry: r.entry, host, workflowId: workflowInfo().workflowId, token, input });
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      recordError(run, err instanceof Error ? err : new Error(String(err)));
+      return 'failed';
+    }
+    run.hostWatch = { token, host, entry: r.entry, lastSeq: 0, verdicts: [] };
+  }
+  const w = run.hostWatch;
+  // A delete cancels this wait; the way out (cleanup.ts finish) ends the watch.
+  await condition(() => w.verdicts.length > 0 || run.pendingResize !== undefined || moveAsked(run));
+  const v = w.verdicts.shift();
+  if (v === undefined) {
+    await unwatchHost(run);
+    return run.pendingResize !== undefined ? 'resize' : 'move';
+  }
+  // The monitor stopped polling it: the next watch (after a recreate or a continue-as-new) replaces
+  // it; a boot out of time ends the proxy, and its way out ends the watch.
+  if (v.reason === 'VmLost' || v.reason === 'Checkpoint') run.hostWatch = undefined;
+  const result: MonitorResult = { reason: v.reason, state: v.state };
+  if (v.vmState !== undefined) result.vmState = v.vmState;
+  return result;
+}
+
+/**
+ * Ends the run's watch at its host's monitor, if it has one (not cancellable); a monitor that is not
+ * running has nothing to end. A delete's comes from the way out (cleanup.ts), not from the wait the
+ * delete cancelled: there its signal would race the delete update's completion in the history.
+ */
+export async function unwatchHost(run: ProxyRun): Promise<void> {
+  const w = run.hostWatch;
+  if (w === undefined) return;
+  run.hostWatch = undefined;
+  const monitor = getExternalWorkflowHandle(hostMonitorWorkflowId(w.entry, w.host));
+  await CancellationScope.nonCancellable(() =>
+    monitor.signal(hostUnwatchSignal, { workflowId: workflowInfo().workflowId, token: w.token }),
+  ).catch(() => undefined);
 }

@@ -2,6 +2,7 @@
 // handlers and cleanup share (the resolved spec, the address grace count, a pending resize, what
 // may need deleting; the image waited on is the ImageWaiter's, image-join.ts). Plain data and small methods; the transitions of the status itself are
 // the pure functions of status.ts.
+import type { HostVerdict } from '../../contracts/host-monitor.ts';
 import type { ProxySpec, ProxyStatus, ResolvedProxy } from '../../contracts/proxy.ts';
 import { initialStatus, isEnding } from './status.ts';
 import type { ResizeTarget } from './status.ts';
@@ -70,6 +71,17 @@ export interface PendingMove {
   at: string;
 }
 
+/** A watch of the host's monitor as the proxy run holds it: its verdicts arrive by signal (handlers.ts). */
+export interface HostWatchRun {
+  token: string;
+  entry: string;
+  host: string;
+  /** The last verdict taken (each is taken once, in order). */
+  lastSeq: number;
+  /** Verdicts received and not yet handled by the Running loop. */
+  verdicts: HostVerdict[];
+}
+
 /** A permanent failure of the lifecycle: the proxy ends Failed with this reason. */
 export class ProxyFailed extends Error {
   readonly code: string;
@@ -110,6 +122,10 @@ export class ProxyRun {
   published: string | undefined;
   /** What the member last reported to its pool (reportKey). */
   reported: string | undefined;
+  /** The watch of the host's monitor this run waits on (`health.monitor: host`, monitor-loop.ts), if any. */
+  hostWatch: HostWatchRun | undefined;
+  /** Watches this run started (the next watch's token is `<runId>/<n>`). */
+  watches = 0;
   /** The last report's signal: awaited before the workflow ends (the server drops a signal its sender outlived). */
   lastReport: Promise<void> | undefined;
 
