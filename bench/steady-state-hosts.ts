@@ -1,8 +1,10 @@
 /**
  * Steady state on the REAL test hosts: what N healthy proxies (real VMs booted from the e2e image,
  * a real Squid, probed by a real CONNECT to a real health target) cost while nothing happens,
- * under the older health loop (`poll`) and the health monitor (`monitor`, docs/health.md), side
- * by side in one run, alternating (poll, monitor, monitor, poll, ...). Nothing is simulated: the
+ * under the older health loop (`poll`), the health monitor (`monitor`, docs/health.md) and the
+ * host monitor (`host`: a second entry on the same host with `health.monitor: host`; its host
+ * monitor's history is counted with the proxies'), side by side in one run, alternating (poll,
+ * monitor, monitor, poll, ...). Nothing is simulated: the
  * worker is a process of its own (`bin/worker`, as operators run it) with the real activities, on
  * a Temporal dev server of the bench's own (so its CPU and RSS are the proxies' alone).
  *
@@ -31,6 +33,7 @@ import { Client, Connection } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
 import { ensureSearchAttributes } from '../client/search-attributes.ts';
 import { freshProxyStatus } from '../client/health.ts';
+import { hostMonitorWorkflowId } from '../contracts/host-monitor.ts';
 import { proxyStatusQuery } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { ProxyStatus } from '../contracts/proxy.ts';
@@ -54,7 +57,7 @@ const USAGE = `node bench/steady-state-hosts.ts [options]   (root; test/hosts/te
   --window-s S        the measured window after every proxy is Healthy (default 300)
   --interval-ms MS    providers[].health.intervalMs (default 15000, the default of an entry)
   --runs R            rounds; each runs every loop once, the order alternating (default 2)
-  --loops L           poll,monitor (default), or one of them
+  --loops L           poll,monitor (default), host, or any of them
   --host NAME         the test host the proxies run on (default ep-h1)
   --image PATH        the qcow2 to boot (default: $EP_E2E_IMAGE)
   --memory-mib M      each VM's memory (default 512)
@@ -91,10 +94,11 @@ const INTERVAL_MS = intOption('interval-ms', values['interval-ms'], 1_000, 600_0
 const RUNS = intOption('runs', values.runs, 1, 10);
 const MEMORY_MIB = intOption('memory-mib', values['memory-mib'], 128, 4_096);
 const PORT = intOption('port', values.port, 1_024, 65_535);
-const LOOPS = values.loops.split(',') as ('poll' | 'monitor')[];
+type Loop = 'poll' | 'monitor' | 'host';
+const LOOPS = values.loops.split(',') as Loop[];
 for (const l of LOOPS as string[]) {
-  if (l !== 'poll' && l !== 'monitor') {
-    console.error(`--loops: poll, monitor or both (comma-separated), got ${JSON.stringify(l)}`);
+  if (l !== 'poll' && l !== 'monitor' && l !== 'host') {
+    console.error(`--loops: poll, monitor, host or some of them (comma-separated), got ${JSON.stringify(l)}`);
     process.exit(2);
   }
 }
@@ -107,6 +111,8 @@ if (values.image === '') {
 
 const RUN_ID = Date.now().toString(36);
 const ENTRY = `ss${RUN_ID}`;
+/** The entry of the host monitor's phases: the same host, `health.monitor: host`. */
+const HOST_ENTRY = `ss${RUN_ID}h`;
 const KEY = `img${RUN_ID}`;
 const TQ = `steady-hosts-${RUN_ID}`;
 const HEALTH = { intervalMs: INTERVAL_MS, probeTimeoutMs: 5_000, healthyAfter: 2, unhealthyAfter: 3 };
@@ -158,19 +164,27 @@ async function phase(
   client: Client,
   server: DevServer,
   worker: WorkerProcess,
-  loop: 'poll' | 'monitor',
+  loop: Loop,
   run: number,
   started: WorkflowHandle[],
+  hostName: string,
 ): Promise<Row> {
   const t0 = performance.now();
+  const entry = loop === 'host' ? HOST_ENTRY : ENTRY;
   const hs: WorkflowHandle[] = [];
   for (let i = 0; i < N; i++) {
     const name = `${loop}-${run}-${i}`;
     const h = await client.workflow.start(PROXY_WORKFLOW_TYPE, {
       taskQueue: TQ,
-      workflowId: proxyWorkflowId(ENTRY, name),
+      workflowId: proxyWorkflowId(entry, name),
       args: [
-        { name, entry: ENTRY, imageKey: KEY, vm: { vcpus: 1, memoryMiB: MEMORY_MIB, diskGiB: 4 }, healthLoop: loop },
+        {
+          name,
+          entry,
+          imageKey: KEY,
+          vm: { vcpus: 1, memoryMiB: MEMORY_MIB, diskGiB: 4 },
+          healthLoop: loop === 'poll' ? 'poll' : 'monitor',
+        },
       ],
     });
     hs.push(h);
@@ -181,11 +195,12 @@ async function phase(
   // The Healthy transition's workflow task and upserts settle; the poll loop is at its pace.
   await sleep(2 * INTERVAL_MS);
   const wpid = worker.child.pid!;
-  const s0 = await historySample(hs);
+  const sampled = loop === 'host' ? [...hs, client.workflow.getHandle(hostMonitorWorkflowId(entry, hostName))] : hs;
+  const s0 = await historySample(sampled);
   const c0 = { server: cpuSeconds(server.pid), worker: cpuSeconds(wpid) };
   await sleep(WINDOW_MS);
   const c1 = { server: cpuSeconds(server.pid), worker: cpuSeconds(wpid) };
-  const s1 = await historySample(hs);
+  const s1 = await historySample(sampled);
   const ages = await probeAges(hs, 2 * INTERVAL_MS);
   const fresh = await Promise.all(hs.map((h) => freshProxyStatus(h)));
   const unhealthy = fresh.filter((s) => s.conditions.Healthy.status !== 'True');
@@ -223,9 +238,11 @@ async function cleanUp(
 ): Promise<void> {
   if (client) await deleteAll(client, started, DELETE_BOUND_MS);
   if (!host) return;
-  for (const d of await domainsOf(host, ENTRY).catch(() => [])) {
-    await virsh(host, 'destroy', d).catch(() => '');
-    await virsh(host, 'undefine', d).catch(() => '');
+  for (const e of [ENTRY, HOST_ENTRY]) {
+    for (const d of await domainsOf(host, e).catch(() => [])) {
+      await virsh(host, 'destroy', d).catch(() => '');
+      await virsh(host, 'undefine', d).catch(() => '');
+    }
   }
   for (const v of [
     ...(await volumesOf(host, ENTRY).catch(() => [])),
@@ -293,13 +310,20 @@ async function main(): Promise<void> {
     const entry = config.providers[0]!;
     entry.health.target = `${host.rootSideAddress}:${target.port}`;
     entry.squid.allowDestinations = [`${host.rootSideAddress}/32`];
+    if (LOOPS.includes('host')) {
+      config.providers.push({
+        ...structuredClone(entry),
+        name: HOST_ENTRY,
+        health: { ...entry.health, monitor: 'host' },
+      });
+    }
     const providersFile = await writeProvidersFile(tmp, config);
     worker = await spawnWorker(providersFile, TQ, 120_000, { TEMPORAL_ADDRESS: `127.0.0.1:${PORT}` });
     const rows: Row[] = [];
     for (let run = 0; run < RUNS; run++) {
       const order = run % 2 === 0 ? LOOPS : [...LOOPS].reverse();
       for (const loop of order) {
-        const row = await phase(client, server, worker, loop, run, started);
+        const row = await phase(client, server, worker, loop, run, started, host.name);
         rows.push(row);
         console.log(
           `  run ${run + 1} ${loop}: ${JSON.stringify(row, (_, v: unknown) => (typeof v === 'number' ? Math.round(v * 100) / 100 : v))}`,
@@ -317,15 +341,16 @@ async function main(): Promise<void> {
         `| ${loop} | ${f('eventsPerHour', 0)} | ${f('transitionsPerHour', 0)} | ${f('serverCpuPerMin', 2)} | ${f('workerCpuPerMin', 2)} | ${f('serverRss', 0)} | ${f('workerRss', 0)} | ${f('probeAgeMedianS', 1)} | ${f('probeAgeMaxS', 1)} | ${f('healthyS', 0)} |`,
       );
     }
-    const mon = rows.filter((r) => r.loop === 'monitor');
-    if (mon.length > 0) {
+    for (const l of ['monitor', 'host'] as const) {
+      const mon = rows.filter((r) => r.loop === l);
+      if (mon.length === 0) continue;
       const ev = median(mon.map((r) => r.eventsPerHour));
       console.log(
-        `\ngoal <= 60 events per healthy proxy-hour (monitor, between transitions; the hourly checkpoint's 17-19 not included): ${ev <= 60 ? 'MET' : 'NOT MET'} (${ev.toFixed(1)})`,
+        `\n${l}: goal <= 60 events per healthy proxy-hour (between transitions; the hourly checkpoint's 17-19 not included): ${ev <= 60 ? 'MET' : 'NOT MET'} (${ev.toFixed(1)})`,
       );
       const age = Math.max(...mon.map((r) => r.probeAgeMaxS));
       console.log(
-        `last probe no older than one interval (${INTERVAL_MS / 1000} s) in the fresh status, plus up to 1 s for the probe and the query themselves: ${age <= INTERVAL_MS / 1000 + 1 ? 'MET' : 'NOT MET'} (oldest ${age.toFixed(1)} s)`,
+        `${l}: last probe no older than one interval (${INTERVAL_MS / 1000} s) in the fresh status, plus up to 1 s for the probe and the query themselves: ${age <= INTERVAL_MS / 1000 + 1 ? 'MET' : 'NOT MET'} (oldest ${age.toFixed(1)} s)`,
       );
     }
     console.log(
