@@ -85,8 +85,8 @@ function started(w: HostWatch, nowMs: number): WatchState {
 export async function runHostMonitor(
   input: HostMonitorActivityInput,
   io: HostMonitorIo,
-  heartbeatEveryMs: number,
 ): Promise<HostMonitorActivityResult> {
+  const { heartbeatEveryMs } = input;
   const states = new Map<string, WatchState>(Object.entries(io.resumed()?.watches ?? input.states ?? {}));
   const watches = new Map<string, HostWatch>();
   const gone = new Set<string>();
@@ -218,9 +218,7 @@ export function createHostMonitorActivities(
 ) {
   return {
     /** Polls and probes every proxy the host's monitor workflow watches (see above). */
-    async monitorHost(
-      input: HostMonitorActivityInput & { heartbeatEveryMs: number },
-    ): Promise<HostMonitorActivityResult> {
+    async monitorHost(input: HostMonitorActivityInput): Promise<HostMonitorActivityResult> {
       const ctx = Context.current();
       const own = client.workflow.getHandle(hostMonitorWorkflowId(input.entry, input.host));
       let last: HostMonitorDetails | undefined;
@@ -255,7 +253,7 @@ export function createHostMonitorActivities(
         resumed: () => resumed,
         busy: (fn) => heartbeatWhile(ctx, () => last, fn),
       };
-      return runHostMonitor(input, io, input.heartbeatEveryMs);
+      return runHostMonitor(input, io);
     },
 
     /** Asks the host's monitor to watch a proxy: signal-with-start of its workflow (one per entry and host). */

@@ -77,6 +77,8 @@ export interface HostMonitorActivityInput {
   states?: Record<string, WatchState>;
   /** Epoch ms: the activity returns then (a new worker build takes the loop up). */
   checkpointAtMs: number;
+  /** With nothing due, the activity heartbeats at least this often (the watches' longest interval). */
+  heartbeatEveryMs: number;
 }
 
 export interface HostMonitorActivityResult {

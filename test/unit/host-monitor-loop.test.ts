@@ -99,7 +99,7 @@ class World implements HostMonitorIo {
 
 function run(world: World, untilMs: number): Promise<HostMonitorActivityResult> {
   return new MockActivityEnvironment(undefined, { logger: silent }).run(
-    () => runHostMonitor({ entry: 'e1', host: 'h1', checkpointAtMs: untilMs }, world, INTERVAL),
+    () => runHostMonitor({ entry: 'e1', host: 'h1', checkpointAtMs: untilMs, heartbeatEveryMs: INTERVAL }, world),
     undefined,
   );
 }
