@@ -32,7 +32,7 @@ export class HostRegistry {
     const linkLogger = metrics ? meteringLogger(logger ?? SILENT, metrics) : logger;
     for (const entry of config.providers) {
       for (const host of entry.hosts) {
-        const links = new HostLinks(hostTarget(entry, host), hostLinksOptions(entry, linkLogger));
+        const links = new HostLinks(hostTarget(entry, host), hostLinksOptions(entry, host, linkLogger));
         if (logger) watchLinks(links, logger);
         if (metrics) meterLinks(links, metrics);
         this.#hosts.set(key(entry.name, host.name), { entry, host, links });

@@ -16,6 +16,12 @@ export const DEFAULT_MEMORY_OVERCOMMIT = 1;
  * network, so 4 vCPUs per CPU (OpenStack's initial CPU allocation ratio, as 1.0 is its RAM one).
  */
 export const DEFAULT_CPU_OVERCOMMIT = 4;
+/**
+ * Default `maxConcurrentStarts` of a host: domain starts at once from one worker process. Starting
+ * QEMU is the CPU-heavy step of a create; docs/benchmarks.md "Provisioning throughput" has the
+ * runs this number was chosen by.
+ */
+export const DEFAULT_MAX_CONCURRENT_STARTS = 2;
 
 /** One host as seen by a health survey (placement and the provider-health schedule). */
 export interface HostSurvey {

@@ -41,7 +41,7 @@ export async function checkHosts(
   for (const entry of entries) {
     for (const host of entry.hosts) {
       const target = hostTarget(entry, host);
-      const links = new HostLinks(target, hostLinksOptions(entry, o.log));
+      const links = new HostLinks(target, hostLinksOptions(entry, host, o.log));
       const started = performance.now();
       try {
         const link = await links.dedicated('health');

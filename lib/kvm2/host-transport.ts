@@ -21,9 +21,10 @@ export function hostTarget(entry: ProviderEntry, host: HostConfig): HostTarget {
   };
 }
 
-/** Link options from the entry's timeouts (connect, ready, per-call budget). */
-export function hostLinksOptions(entry: ProviderEntry, logger?: LineLogger): HostLinksOptions {
+/** Link options from the entry's timeouts (connect, ready, per-call budget) and the host's start slots. */
+export function hostLinksOptions(entry: ProviderEntry, host: HostConfig, logger?: LineLogger): HostLinksOptions {
   return {
+    maxConcurrentStarts: host.maxConcurrentStarts,
     defaultTimeoutMs: entry.timeouts.rpcMs,
     dial: { connectTimeoutMs: entry.timeouts.connectMs, readyTimeoutMs: entry.timeouts.readyMs, logger },
     client: { callTimeoutMs: entry.timeouts.rpcMs },

@@ -30,6 +30,7 @@ import { proxyObjectNames } from '../../lib/kvm2/proxy/object-names.ts';
 import { CONSOLE_TAIL_MAX_BYTES, readConsoleTail } from '../../lib/kvm2/proxy/console.ts';
 import { HostLinks } from '../../lib/hostlink/pool.ts';
 import { hostTarget, inHost, loadTestHosts } from '../support/testhosts.ts';
+import { sleep, until, within } from '../support/bounded.ts';
 import { plantVerifiedBase, removeVerifiedBase } from '../support/verified-base.ts';
 import type { VerifiedBase } from '../support/verified-base.ts';
 import type { TestHost } from '../support/testhosts.ts';
@@ -219,6 +220,32 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
       (await c.storagePoolListAllVolumes(await c.storagePoolLookupByName(host.pool, call), call)).map((v) => v.name),
     );
     assert.ok(vols.includes(baseName));
+  });
+
+  it("a create's domain start waits for one of the host's start slots (maxConcurrentStarts)", async () => {
+    const gated = new HostLinks(hostTarget(host), { maxConcurrentStarts: 1 });
+    let release!: () => void;
+    const held = gated.start(() => new Promise<void>((r) => (release = r)));
+    try {
+      let settled = false;
+      const creating = createProxy({ ...input('beta'), links: gated }).finally(() => (settled = true));
+      const names = proxyObjectNames({ ownerUid: owner, entry, name: 'beta' });
+      // Defined, not started, while the only start slot is taken.
+      await until(() => gated.stats().starts.queued === 1, 20_000, 'the create queued for a start slot');
+      assert.equal((await inHost(host, ['virsh', 'domstate', names.domain])).trim(), 'shut off');
+      await sleep(500);
+      assert.equal(settled, false, 'the create waits for the slot');
+      release();
+      const created = await within(creating, 20_000, 'the create after the slot was given back');
+      assert.equal(created.started, true);
+      assert.equal((await inHost(host, ['virsh', 'domstate', names.domain])).trim(), 'running');
+      assert.equal(gated.stats().starts.maxInFlight, 1);
+    } finally {
+      release();
+      await held;
+      await deleteProxy({ ...input('beta'), links: gated }).catch(() => {});
+      gated.close();
+    }
   });
 
   it('a pool without room yields InsufficientCapacity with needed and available bytes', async () => {

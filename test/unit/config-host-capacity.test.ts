@@ -1,5 +1,6 @@
 /**
- * The providers file's host capacity fields (maxProxies, memoryOvercommit, cpuOvercommit):
+ * The providers file's host capacity fields (maxProxies, memoryOvercommit, cpuOvercommit) and the
+ * host's domain starts at once (maxConcurrentStarts):
  * defaults, accepted values, and errors that name the field and the fix.
  */
 import assert from 'node:assert/strict';
@@ -35,20 +36,23 @@ function issuesOf(text: string): ConfigIssue[] {
 }
 
 describe('host capacity fields', () => {
-  it('defaults: memoryOvercommit 1, cpuOvercommit 4, no maxProxies', () => {
+  it('defaults: memoryOvercommit 1, cpuOvercommit 4, no maxProxies, 2 domain starts at once', () => {
     const h = parseProvidersYaml(yaml(''), 't.yaml').providers[0]!.hosts[0]!;
     assert.equal(h.memoryOvercommit, 1);
     assert.equal(h.cpuOvercommit, 4);
     assert.equal(h.maxProxies, undefined);
     assert.ok(!('maxProxies' in h));
+    assert.equal(h.maxConcurrentStarts, 2);
   });
 
   it('keeps given values, fractions included, and maxProxies 0', () => {
     const h = parseProvidersYaml(
-      yaml('        maxProxies: 0\n        memoryOvercommit: 1.5\n        cpuOvercommit: 8'),
+      yaml(
+        '        maxProxies: 0\n        memoryOvercommit: 1.5\n        cpuOvercommit: 8\n        maxConcurrentStarts: 8',
+      ),
       't.yaml',
     ).providers[0]!.hosts[0]!;
-    assert.deepEqual([h.maxProxies, h.memoryOvercommit, h.cpuOvercommit], [0, 1.5, 8]);
+    assert.deepEqual([h.maxProxies, h.memoryOvercommit, h.cpuOvercommit, h.maxConcurrentStarts], [0, 1.5, 8, 8]);
   });
 
   for (const c of [
@@ -71,6 +75,18 @@ describe('host capacity fields', () => {
       path: 'providers[0].hosts[0].cpuOvercommit',
       message: /at most 1000, got 5000/,
       fix: /cpuOvercommit: 4/,
+    },
+    {
+      line: 'maxConcurrentStarts: 0',
+      path: 'providers[0].hosts[0].maxConcurrentStarts',
+      message: /at least 1, got 0/,
+      fix: /maxConcurrentStarts: 2/,
+    },
+    {
+      line: 'maxConcurrentStarts: 1.5',
+      path: 'providers[0].hosts[0].maxConcurrentStarts',
+      message: /integer/,
+      fix: /domain starts at once/,
     },
   ]) {
     it(`refuses ${c.line}, naming the field`, () => {

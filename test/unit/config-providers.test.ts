@@ -76,6 +76,7 @@ describe('parseProvidersYaml: valid input and defaults', () => {
       weight: 1,
       memoryOvercommit: 1,
       cpuOvercommit: 4,
+      maxConcurrentStarts: 2,
     });
     assert.equal(entry.storagePool, 'default');
     assert.equal(entry.network, 'default');
@@ -418,7 +419,7 @@ describe('parseProvidersYaml: each problem names the field and the fix', () => {
     assert.equal(typo.message, 'is not a known key');
     assert.match(
       typo.fix,
-      /^did you mean keyFile\? remove or rename it; allowed keys here: name, address, port, user, keyFile, passphraseFile, knownHostsFile, socketPath, weight, maxProxies, memoryOvercommit, cpuOvercommit$/,
+      /^did you mean keyFile\? remove or rename it; allowed keys here: name, address, port, user, keyFile, passphraseFile, knownHostsFile, socketPath, weight, maxProxies, memoryOvercommit, cpuOvercommit, maxConcurrentStarts$/,
     );
     issueAt(issues, 'providers[0].hosts[0].keyFile');
     const unknown = issueAt(issues, 'providers[0].colour');

@@ -183,7 +183,10 @@ describe('HostLinks (pooled link and call slots) over a throwaway sshd to a scri
       assert.equal(await h.call((c, o) => c.getLibVersion(o), { timeoutMs: 5_000 }), LIB_VERSION);
       assert.equal(h.stats().dials, 1);
       assert.equal(daemon.connections - before, 1);
-      assert.deepEqual({ ...h.stats(), maxInFlight: 0 }, { inFlight: 0, queued: 0, maxInFlight: 0, dials: 1 });
+      assert.deepEqual(
+        { ...h.stats(), maxInFlight: 0 },
+        { inFlight: 0, queued: 0, maxInFlight: 0, dials: 1, starts: { inFlight: 0, queued: 0, maxInFlight: 0 } },
+      );
     } finally {
       daemon.autoAnswer = false;
     }

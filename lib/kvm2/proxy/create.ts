@@ -182,7 +182,8 @@ export async function createProxy(input: CreateProxyInput): Promise<CreatedProxy
   const { state, reason } = await rpc((c, call) => c.domainGetState(domain, call));
   if (proxyVmState(state, reason) !== 'Running') {
     try {
-      await rpc((c, call) => c.domainCreate(domain, 0, call));
+      // In one of the host's start slots: QEMU starting is the CPU-heavy step of a create.
+      await input.links.start(() => rpc((c, call) => c.domainCreate(domain, 0, call)), { signal: input.signal });
       started = true;
     } catch (err) {
       // Started meanwhile (a concurrent retry): that is the state we want.

@@ -56,6 +56,6 @@ export async function resizeProxy(input: ResizeProxyInput): Promise<ResizedProxy
   if (grace > 0) await shutdownWithin(rpc, dom, grace);
   await destroyIfRunning(rpc, dom);
   const redefined = await rpc((c, call) => c.domainDefineXml(after, 0, call));
-  await rpc((c, call) => c.domainCreate(redefined, 0, call));
+  await input.links.start(() => rpc((c, call) => c.domainCreate(redefined, 0, call)), { signal: input.signal });
   return { changed: true };
 }
