@@ -6,7 +6,7 @@
 // times that too.
 //
 //   node bench/provision.ts [--n 10] [--n 50] [--n 100] [--hosts 2] [--runs 3] [--virsh]
-//                           [--temporal dev] [--temporal cluster]
+//                           [--temporal dev] [--temporal cluster] [--starts 1] [--starts 64] [--timeline]
 //
 // --runs R repeats the whole set R times (alternating the Ns) and prints medians; --virsh runs
 // bench/provision-virsh.sh beside each run (the raw floor: virsh over qemu+ssh://, one proxy at
@@ -14,6 +14,9 @@
 // --temporal picks the control plane (default dev: the dev server on 7233); `cluster` is
 // `scripts/temporal cluster` (the Temporal server on PostgreSQL, mTLS; started here if down); both
 // given alternate within each run, so the two are compared on the same machine state.
+// --starts C sets every host's maxConcurrentStarts (domain starts at once; default the schema's);
+// several alternate within each run like the control planes. --timeline prints the first proxy's
+// history until Running, one line per event with its time.
 //
 // Needs (as root): scripts/temporal up, test/hosts/testhost up 2. Leaves nothing behind.
 import { execFile } from 'node:child_process';
@@ -22,6 +25,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import type { Client, WorkflowHandle } from '@temporalio/client';
+import { DEFAULT_MAX_CONCURRENT_STARTS } from '../contracts/fleet.ts';
 import { imageWorkflowId } from '../contracts/image.ts';
 import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { ProxyStatus } from '../contracts/proxy.ts';
@@ -41,6 +45,8 @@ const { values } = parseArgs({
     runs: { type: 'string', default: '1' },
     virsh: { type: 'boolean', default: false },
     temporal: { type: 'string', multiple: true, default: ['dev'] },
+    timeline: { type: 'boolean', default: false },
+    starts: { type: 'string', multiple: true },
   },
 });
 type Plane = 'dev' | 'cluster';
@@ -48,6 +54,12 @@ for (const t of values.temporal) {
   if (t !== 'dev' && t !== 'cluster') throw new Error(`--temporal must be dev or cluster, got ${t}`);
 }
 const planes = values.temporal as Plane[];
+const startsList: (number | undefined)[] = (values.starts ?? []).map((v) => {
+  const x = Number(v);
+  if (!Number.isInteger(x) || x < 1 || x > 64) throw new Error(`--starts must be an integer from 1 to 64, got ${v}`);
+  return x;
+});
+if (startsList.length === 0) startsList.push(undefined);
 const loadavg = async (): Promise<string> => (await readFile('/proc/loadavg', 'utf8')).split(' ').slice(0, 3).join(' ');
 
 /** RSS of a process from /proc, in MiB (current and peak). */
@@ -111,6 +123,37 @@ async function whereTimeGoes(client: Client, workflowId: string, untilMs = Infin
   };
 }
 
+/**
+ * One proxy's history until Running, one line per event: milliseconds since the workflow started,
+ * the gap since the event before, the event type and, for activities and signals, what it was.
+ */
+async function printTimeline(client: Client, workflowId: string, untilMs: number): Promise<void> {
+  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const events = history.events ?? [];
+  const first = ms(events[0]?.eventTime);
+  const names = new Map<string, string>();
+  let prev = first;
+  console.log(`timeline of ${workflowId} until Running (ms since start, +gap):`);
+  for (const e of events) {
+    const at = ms(e.eventTime);
+    if (at > untilMs + 50) break;
+    const type = Object.keys(e).find((k) => k.endsWith('EventAttributes') && (e as Record<string, unknown>)[k]) ?? '?';
+    const attrs = (e as Record<string, Record<string, unknown> | undefined>)[type] ?? {};
+    let what = '';
+    if (e.activityTaskScheduledEventAttributes) {
+      what = e.activityTaskScheduledEventAttributes.activityType?.name ?? '';
+      names.set(String(e.eventId), what);
+    } else if ('scheduledEventId' in attrs) what = names.get(String(attrs.scheduledEventId)) ?? '';
+    else if (e.workflowExecutionSignaledEventAttributes)
+      what = e.workflowExecutionSignaledEventAttributes.signalName ?? '';
+    else if (e.markerRecordedEventAttributes) what = e.markerRecordedEventAttributes.markerName ?? '';
+    console.log(
+      `  ${String(Math.round(at - first)).padStart(6)} +${String(Math.round(at - prev)).padStart(5)}  ${type.replace('EventAttributes', '')} ${what}`,
+    );
+    prev = at;
+  }
+}
+
 /** When each host's ensure-image run recorded its upload activity's completion (server time, ms). */
 async function baseReadyAt(client: Client, workflowId: string): Promise<number | undefined> {
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
@@ -135,6 +178,7 @@ interface RunFigures {
   controlPlaneMs: number;
   readyLagMaxMs: number;
   load: string;
+  starts: number | undefined;
 }
 
 /** A control plane: a client on it and the variables that point a worker process at it. */
@@ -156,9 +200,13 @@ async function runOnce(
   image: Buffer,
   tmp: string,
   n: number,
+  starts: number | undefined,
 ): Promise<RunFigures> {
   const client = cp.client;
-  console.log(`\n-- control plane: ${cp.plane === 'dev' ? 'dev server (SQLite)' : 'cluster (PostgreSQL, mTLS)'}`);
+  console.log(
+    `\n-- control plane: ${cp.plane === 'dev' ? 'dev server (SQLite)' : 'cluster (PostgreSQL, mTLS)'}` +
+      `; domain starts at once per host: ${starts ?? `${DEFAULT_MAX_CONCURRENT_STARTS} (the default)`}`,
+  );
   const loadBefore = await loadavg();
   const run = Date.now().toString(36);
   const entry = `bp${run}`;
@@ -173,7 +221,10 @@ async function runOnce(
   });
   // The guests never boot (an empty base) and each host has 2 CPUs: placement's default vCPU
   // overcommit (4) would hold all but 8 proxies per host in WaitingForCapacity.
-  for (const h of config.providers[0]!.hosts) h.cpuOvercommit = 1000;
+  for (const h of config.providers[0]!.hosts) {
+    h.cpuOvercommit = 1000;
+    if (starts !== undefined) h.maxConcurrentStarts = starts;
+  }
   const taskQueue = uniqueId('bench');
   const worker = await spawnWorker(await writeProvidersFile(tmp, config), taskQueue, 60_000, cp.workerEnv);
   const serverPid = await temporalServerPid(cp.plane);
@@ -192,6 +243,7 @@ async function runOnce(
   }, 200);
   const workerIdle = await rss(worker.child.pid!);
   const rpcBefore = worker.lines.filter((l) => l.includes('"libvirt call')).length;
+  const rpcLinesBefore = worker.lines.length;
   const names = Array.from({ length: n }, (_, i) => `p${i}`);
   const t0 = performance.now();
   const handles: WorkflowHandle[] = await Promise.all(
@@ -227,6 +279,12 @@ async function runOnce(
   );
   const allRunningMs = performance.now() - t0;
   const rpcRunning = worker.lines.filter((l) => l.includes('"libvirt call')).length - rpcBefore;
+  // Each domain start's own call (QEMU starting, on the host), from the worker's line per libvirt call.
+  const domainStarts = worker.lines
+    .slice(rpcLinesBefore)
+    .filter((l) => l.includes('"DOMAIN_CREATE"'))
+    .map((l) => (JSON.parse(l) as { duration_ms?: number }).duration_ms ?? NaN)
+    .filter(Number.isFinite);
 
   const perProxy = [...statuses.values()].map((s) => Date.parse(s.runningSince!) - Date.parse(s.createdAt));
   const perHost = new Map<string, number>();
@@ -278,6 +336,9 @@ async function runOnce(
     }
   }
 
+  if (values.timeline)
+    await printTimeline(client, proxyWorkflowId(entry, names[0]!), Date.parse(statuses.get(names[0]!)!.runningSince!));
+
   const d0 = performance.now();
   await Promise.all(handles.map((h) => h.executeUpdate(PROXY_DELETE_UPDATE)));
   await Promise.all(handles.map((h) => h.result()));
@@ -306,6 +367,12 @@ async function runOnce(
   console.log(
     `libvirt RPCs: ${rpcRunning} until all Running (${f(rpcRunning / n, 1)} per proxy, host surveys and polls included); ${rpcTotal} with the deletes (${f(rpcTotal / n, 1)} per proxy)`,
   );
+  if (domainStarts.length > 0) {
+    console.log(
+      `domain starts (DOMAIN_CREATE calls, QEMU starting on the host): ${domainStarts.length}, median ${f(median(domainStarts))} ms, ` +
+        `max ${f(Math.max(...domainStarts))} ms, sum ${f(domainStarts.reduce((a, b) => a + b, 0) / 1000, 1)} s`,
+    );
+  }
   console.log('where the time goes (sample of 5 proxies, per activity call: execution / waiting for a worker slot):');
   for (const [t, v] of Object.entries(byType)) {
     console.log(
@@ -337,6 +404,7 @@ async function runOnce(
     controlPlaneMs: median(perProxy) - Math.max(...imageRuns.filter(Number.isFinite)),
     readyLagMaxMs: lags.length ? Math.max(...lags) : NaN,
     load,
+    starts,
   };
 }
 
@@ -371,9 +439,11 @@ try {
   for (let r = 0; r < Number(values.runs); r++) {
     for (const n of values.n.map(Number)) {
       for (const cp of cps) {
-        const fig = await runOnce(cp, mirror, image, tmp, n);
-        const key = `${cp.plane}/${n}`;
-        ours.set(key, [...(ours.get(key) ?? []), fig]);
+        for (const st of startsList) {
+          const fig = await runOnce(cp, mirror, image, tmp, n, st);
+          const key = `${cp.plane}/${n}/${st ?? 'default'}`;
+          ours.set(key, [...(ours.get(key) ?? []), fig]);
+        }
       }
       if (values.virsh) {
         // One proxy at a time (at most 10 of them: the per-proxy time does not depend on N), and
@@ -390,8 +460,9 @@ try {
     `${(median(xs) / 1000).toFixed(2)} s (${(Math.min(...xs) / 1000).toFixed(2)}-${(Math.max(...xs) / 1000).toFixed(2)})`;
   for (const [, figs] of ours) {
     const n = figs[0]!.n;
+    const st = figs[0]!.starts === undefined ? '' : `, maxConcurrentStarts ${figs[0]!.starts}`;
     console.log(
-      `${figs[0]!.plane}, N = ${n}: all Running ${mm(figs.map((x) => x.allRunningMs))}; control plane per proxy ${mm(figs.map((x) => x.controlPlaneMs))}; ` +
+      `${figs[0]!.plane}${st}, N = ${n}: all Running ${mm(figs.map((x) => x.allRunningMs))}; control plane per proxy ${mm(figs.map((x) => x.controlPlaneMs))}; ` +
         `imageReady after the base, worst ${mm(figs.map((x) => x.readyLagMaxMs).filter(Number.isFinite))}`,
     );
     const s1 = seq.get(n);
@@ -407,8 +478,8 @@ try {
   }
   if (cps.length === 2) {
     for (const n of values.n.map(Number)) {
-      const dev = ours.get(`dev/${n}`)!;
-      const cl = ours.get(`cluster/${n}`)!;
+      const dev = ours.get(`dev/${n}/${startsList[0] ?? 'default'}`)!;
+      const cl = ours.get(`cluster/${n}/${startsList[0] ?? 'default'}`)!;
       const ratio = (f: (x: RunFigures) => number): string => (median(cl.map(f)) / median(dev.map(f))).toFixed(2);
       console.log(
         `cluster / dev, N = ${n}: all Running ${ratio((x) => x.allRunningMs)}, control plane per proxy ${ratio((x) => x.controlPlaneMs)}`,
