@@ -14,7 +14,7 @@
 // --temporal picks the control plane (default dev: the dev server on 7233); `cluster` is
 // `scripts/temporal cluster` (the Temporal server on PostgreSQL, mTLS; started here if down); both
 // given alternate within each run, so the two are compared on the same machine state.
-// --starts C sets every host's maxConcurrentStarts (domain starts at once; default the schema's);
+// --starts C sets every host's maxConcurrentStarts (domain starts at once; default one per host CPU);
 // several alternate within each run like the control planes. --timeline prints the first proxy's
 // history until Running, one line per event with its time.
 //
@@ -25,7 +25,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { DEFAULT_MAX_CONCURRENT_STARTS } from '../contracts/fleet.ts';
 import { imageWorkflowId } from '../contracts/image.ts';
 import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { ProxyStatus } from '../contracts/proxy.ts';
@@ -205,7 +204,7 @@ async function runOnce(
   const client = cp.client;
   console.log(
     `\n-- control plane: ${cp.plane === 'dev' ? 'dev server (SQLite)' : 'cluster (PostgreSQL, mTLS)'}` +
-      `; domain starts at once per host: ${starts ?? `${DEFAULT_MAX_CONCURRENT_STARTS} (the default)`}`,
+      `; domain starts at once per host: ${starts ?? 'one per host CPU (the default)'}`,
   );
   const loadBefore = await loadavg();
   const run = Date.now().toString(36);

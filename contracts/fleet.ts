@@ -17,11 +17,11 @@ export const DEFAULT_MEMORY_OVERCOMMIT = 1;
  */
 export const DEFAULT_CPU_OVERCOMMIT = 4;
 /**
- * Default `maxConcurrentStarts` of a host: domain starts at once from one worker process. Starting
- * QEMU is the CPU-heavy step of a create; docs/benchmarks.md "Provisioning throughput" has the
- * runs this number was chosen by.
+ * Domain starts at once on a host whose `maxConcurrentStarts` is not set while its CPU count cannot
+ * be read (it is read before the first start; the default is one start per CPU, docs/benchmarks.md
+ * "Domain starts at once").
  */
-export const DEFAULT_MAX_CONCURRENT_STARTS = 2;
+export const FALLBACK_MAX_CONCURRENT_STARTS = 1;
 
 /** One host as seen by a health survey (placement and the provider-health schedule). */
 export interface HostSurvey {

@@ -18,16 +18,25 @@ interface Waiter {
 }
 
 export class Slots {
-  readonly max: number;
+  #max: number;
   readonly #errors: SlotErrors;
   readonly #queue: Waiter[] = [];
   #inUse = 0;
   #maxInUse = 0;
 
   constructor(max: number, errors: SlotErrors) {
-    if (!Number.isInteger(max) || max < 1) throw new RangeError(`slots must be a positive integer, got ${max}`);
-    this.max = max;
+    this.#max = checked(max);
     this.#errors = errors;
+  }
+
+  get max(): number {
+    return this.#max;
+  }
+
+  /** Sets the number of slots: more grants queued callers at once; fewer lets the ones in use finish. */
+  resize(max: number): void {
+    this.#max = checked(max);
+    while (this.#queue.length > 0 && this.#inUse < this.#max) this.#queue[0]!.grant();
   }
 
   get inUse(): number {
@@ -51,7 +60,7 @@ export class Slots {
     // An abort listener added to an already aborted signal never runs: the caller would wait out
     // its whole budget in the queue.
     if (signal?.aborted === true) return Promise.reject(this.#errors.aborted(signal.reason, false));
-    if (this.#inUse < this.max && this.#queue.length === 0) {
+    if (this.#inUse < this.#max && this.#queue.length === 0) {
       this.#take();
       return Promise.resolve();
     }
@@ -78,7 +87,7 @@ export class Slots {
         () =>
           waiter.fail(
             this.#errors.timeout({
-              max: this.max,
+              max: this.#max,
               inUse: this.#inUse,
               queued: this.#queue.length,
               waitedMs: Date.now() - queuedAt,
@@ -96,7 +105,7 @@ export class Slots {
   release(): void {
     this.#inUse--;
     const next = this.#queue[0];
-    if (next && this.#inUse < this.max) next.grant();
+    if (next && this.#inUse < this.#max) next.grant();
   }
 
   /** `fn` in a slot: acquired by `deadline` and `signal`, given back when `fn` settles. */
@@ -118,4 +127,9 @@ export class Slots {
     this.#inUse++;
     if (this.#inUse > this.#maxInUse) this.#maxInUse = this.#inUse;
   }
+}
+
+function checked(max: number): number {
+  if (!Number.isInteger(max) || max < 1) throw new RangeError(`slots must be a positive integer, got ${max}`);
+  return max;
 }

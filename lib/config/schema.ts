@@ -16,11 +16,7 @@ import {
 } from '../rules.ts';
 import { openBlocks } from '../../contracts/cidr.ts';
 import { PORT, VM_LIMITS } from '../../contracts/limits.ts';
-import {
-  DEFAULT_CPU_OVERCOMMIT,
-  DEFAULT_MAX_CONCURRENT_STARTS,
-  DEFAULT_MEMORY_OVERCOMMIT,
-} from '../../contracts/fleet.ts';
+import { DEFAULT_CPU_OVERCOMMIT, DEFAULT_MEMORY_OVERCOMMIT } from '../../contracts/fleet.ts';
 import { exitIpUrlProblem } from '../probe/exit-ip.ts';
 import { HEALTH_VIA } from '../probe/route.ts';
 import { HEALTH_MONITORS } from '../../contracts/proxy.ts';
@@ -69,8 +65,8 @@ export const HostSchema = z.strictObject({
   memoryOvercommit: z.number().min(0.1).max(100).default(DEFAULT_MEMORY_OVERCOMMIT),
   /** vCPUs of active domains may reach the host's CPUs × this. */
   cpuOvercommit: z.number().min(0.1).max(1000).default(DEFAULT_CPU_OVERCOMMIT),
-  /** Domain starts (QEMU processes starting) at once on the host, per worker process; the rest queue. */
-  maxConcurrentStarts: z.int().min(1).max(64).default(DEFAULT_MAX_CONCURRENT_STARTS),
+  /** Domain starts (QEMU processes starting) at once on the host, per worker process; absent: its CPUs. */
+  maxConcurrentStarts: z.int().min(1).max(256).optional(),
 });
 
 export const VmSchema = z.strictObject({
@@ -333,8 +329,8 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
     example: 'cpuOvercommit: 4',
   },
   'providers[].hosts[].maxConcurrentStarts': {
-    hint: 'an integer from 1 to 64: domain starts at once on the host from one worker process; more wait their turn, up to 4 minutes',
-    example: 'maxConcurrentStarts: 2',
+    hint: 'an integer from 1 to 256: domain starts at once on the host from one worker process (omit for one per host CPU); more wait their turn, up to 4 minutes',
+    example: 'maxConcurrentStarts: 4',
   },
   'providers[].storagePool': { hint: 'the libvirt storage pool name', example: 'storagePool: default' },
   'providers[].network': { hint: 'the libvirt network name', example: 'network: default' },

@@ -12,17 +12,22 @@ import { SshAbortedError } from '../ssh/errors.ts';
 import { SshPoolClosedError, SshPoolQueueTimeoutError } from './errors.ts';
 import { Link, openLink } from './link.ts';
 import type { HostTarget, LinkOptions, LinkPurpose } from './link.ts';
-import { DEFAULT_MAX_CONCURRENT_STARTS } from '../../contracts/fleet.ts';
+import { FALLBACK_MAX_CONCURRENT_STARTS } from '../../contracts/fleet.ts';
 import { Slots } from '../slots.ts';
 import { waitBounded } from '../wait.ts';
 
+/** The most start slots a host's CPU count gives (a bigger number is taken from the options only). */
+const MAX_STARTS_FROM_CPUS = 64;
 /** How long a domain start waits for a start slot by default, in ms: 4 minutes. */
 export const START_QUEUE_TIMEOUT_MS = 240_000;
 
 export interface HostLinksOptions extends LinkOptions {
   /** Calls in flight at once on the pooled link. Default 5, libvirtd's `max_client_requests`. */
   maxConcurrentCalls?: number;
-  /** Domain starts at once ({@link HostLinks.start}). Default {@link DEFAULT_MAX_CONCURRENT_STARTS}. */
+  /**
+   * Domain starts at once ({@link HostLinks.start}). Default: the host's CPUs, read with
+   * NODE_GET_INFO before the first start ({@link FALLBACK_MAX_CONCURRENT_STARTS} until it is read).
+   */
   maxConcurrentStarts?: number;
   /** Budget of a call when the caller gives none, in ms (queue wait + dial + call). Default 30000. */
   defaultTimeoutMs?: number;
@@ -34,8 +39,8 @@ export interface HostLinksStats {
   /** Highest number of calls in flight at once since creation. */
   maxInFlight: number;
   dials: number;
-  /** Domain starts ({@link HostLinks.start}): running, queued, and the most at once since creation. */
-  starts: { inFlight: number; queued: number; maxInFlight: number };
+  /** Domain starts ({@link HostLinks.start}): slots, running, queued, and the most at once since creation. */
+  starts: { slots: number; inFlight: number; queued: number; maxInFlight: number };
 }
 
 /** A dial of one of the host's links finished. */
@@ -89,6 +94,9 @@ export class HostLinks extends EventEmitter<HostLinksEvents> {
   #closed: Error | undefined;
   readonly #calls: Slots;
   readonly #starts: Slots;
+  /** The start slots are sized: given in the options, or read from the host's CPUs. */
+  #startsSized: boolean;
+  #startsSizing: Promise<void> | undefined;
   readonly #dedicated = new Set<Link>();
   /** Aborted by close(): ends dials in progress, which belong to the host, not to a caller. */
   readonly #lifetime = new AbortController();
@@ -101,7 +109,8 @@ export class HostLinks extends EventEmitter<HostLinksEvents> {
     if (!Number.isInteger(calls) || calls < 1) {
       throw new RangeError(`maxConcurrentCalls must be a positive integer, got ${options.maxConcurrentCalls}`);
     }
-    const starts = options.maxConcurrentStarts ?? DEFAULT_MAX_CONCURRENT_STARTS;
+    this.#startsSized = options.maxConcurrentStarts !== undefined;
+    const starts = options.maxConcurrentStarts ?? FALLBACK_MAX_CONCURRENT_STARTS;
     if (!Number.isInteger(starts) || starts < 1) {
       throw new RangeError(`maxConcurrentStarts must be a positive integer, got ${options.maxConcurrentStarts}`);
     }
@@ -133,7 +142,12 @@ export class HostLinks extends EventEmitter<HostLinksEvents> {
       queued: this.#calls.queued,
       maxInFlight: this.#calls.maxInUse,
       dials: this.#dials,
-      starts: { inFlight: this.#starts.inUse, queued: this.#starts.queued, maxInFlight: this.#starts.maxInUse },
+      starts: {
+        slots: this.#starts.max,
+        inFlight: this.#starts.inUse,
+        queued: this.#starts.queued,
+        maxInFlight: this.#starts.maxInUse,
+      },
     };
   }
 
@@ -162,14 +176,36 @@ export class HostLinks extends EventEmitter<HostLinksEvents> {
 
   /**
    * Runs `fn`, a domain start (its calls go through {@link call} as usual), once one of the host's
-   * `maxConcurrentStarts` start slots is free; waits no longer than `timeoutMs` (default
-   * {@link START_QUEUE_TIMEOUT_MS}) and `signal` allow. Starting QEMU processes is the CPU-heavy
-   * part of a create: more at once than the host has room for slows every one of them, so queued
-   * starts each finish sooner than the same starts side by side.
+   * start slots is free; waits no longer than `timeoutMs` (default {@link START_QUEUE_TIMEOUT_MS})
+   * and `signal` allow. There are `maxConcurrentStarts` slots, or as many as the host has CPUs
+   * (read once, before the first start). Starting a QEMU process is CPU-bound: more at once than
+   * the host has CPUs only share them, so queued starts each finish sooner than the same starts
+   * side by side.
    */
   async start<T>(fn: () => Promise<T>, options: CallOptions = {}): Promise<T> {
     if (this.#closed) throw this.#closedError();
-    return this.#starts.run(fn, Date.now() + (options.timeoutMs ?? START_QUEUE_TIMEOUT_MS), options.signal);
+    const deadline = Date.now() + (options.timeoutMs ?? START_QUEUE_TIMEOUT_MS);
+    if (!this.#startsSized) await this.#sizeStarts(deadline, options.signal);
+    return this.#starts.run(fn, deadline, options.signal);
+  }
+
+  /**
+   * Sizes the start slots to the host's CPUs (NODE_GET_INFO on the pooled link), once; concurrent
+   * starts share the read. A failed read leaves the fallback in place and is tried again at the
+   * next start; the start itself goes on.
+   */
+  #sizeStarts(deadline: number, signal?: AbortSignal): Promise<void> {
+    this.#startsSizing ??= this.call((c, call) => c.nodeGetInfo(call), {
+      timeoutMs: Math.max(1, Math.min(deadline - Date.now(), this.#options.defaultTimeoutMs ?? 30_000)),
+      signal,
+    })
+      .then((info) => {
+        this.#starts.resize(Math.min(MAX_STARTS_FROM_CPUS, Math.max(1, info.cpus)));
+        this.#startsSized = true;
+      })
+      .catch(() => undefined)
+      .finally(() => (this.#startsSizing = undefined));
+    return this.#startsSizing;
   }
 
   /** A new link of its own for a bulk transfer or a health check; the caller closes it. */

@@ -248,6 +248,14 @@ describe('kvm2 proxy operations on a real host', { timeout: 300_000 }, () => {
     }
   });
 
+  it("without maxConcurrentStarts, the host's start slots are its CPUs (read before the first start)", async () => {
+    // `links` (no maxConcurrentStarts) has started alpha and beta above.
+    const cpus = Number(/CPU\(s\):\s+(\d+)/.exec(await inHost(host, ['virsh', 'nodeinfo']))?.[1]);
+    assert.ok(cpus >= 1, 'virsh nodeinfo gives the CPUs');
+    assert.equal(links.stats().starts.slots, cpus);
+    assert.equal(links.stats().starts.inFlight, 0);
+  });
+
   it('a pool without room yields InsufficientCapacity with needed and available bytes', async () => {
     const dir = `/var/lib/libvirt/ep-tiny-${run}`;
     const poolName = `ep-tiny-${run}`;

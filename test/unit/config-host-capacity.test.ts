@@ -36,13 +36,13 @@ function issuesOf(text: string): ConfigIssue[] {
 }
 
 describe('host capacity fields', () => {
-  it('defaults: memoryOvercommit 1, cpuOvercommit 4, no maxProxies, 2 domain starts at once', () => {
+  it('defaults: memoryOvercommit 1, cpuOvercommit 4, no maxProxies, no maxConcurrentStarts', () => {
     const h = parseProvidersYaml(yaml(''), 't.yaml').providers[0]!.hosts[0]!;
     assert.equal(h.memoryOvercommit, 1);
     assert.equal(h.cpuOvercommit, 4);
     assert.equal(h.maxProxies, undefined);
     assert.ok(!('maxProxies' in h));
-    assert.equal(h.maxConcurrentStarts, 2);
+    assert.ok(!('maxConcurrentStarts' in h), 'absent: one start per host CPU, read from the host');
   });
 
   it('keeps given values, fractions included, and maxProxies 0', () => {
@@ -80,13 +80,13 @@ describe('host capacity fields', () => {
       line: 'maxConcurrentStarts: 0',
       path: 'providers[0].hosts[0].maxConcurrentStarts',
       message: /at least 1, got 0/,
-      fix: /maxConcurrentStarts: 2/,
+      fix: /maxConcurrentStarts: 4/,
     },
     {
       line: 'maxConcurrentStarts: 1.5',
       path: 'providers[0].hosts[0].maxConcurrentStarts',
       message: /integer/,
-      fix: /domain starts at once/,
+      fix: /one per host CPU/,
     },
   ]) {
     it(`refuses ${c.line}, naming the field`, () => {

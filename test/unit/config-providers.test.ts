@@ -76,7 +76,6 @@ describe('parseProvidersYaml: valid input and defaults', () => {
       weight: 1,
       memoryOvercommit: 1,
       cpuOvercommit: 4,
-      maxConcurrentStarts: 2,
     });
     assert.equal(entry.storagePool, 'default');
     assert.equal(entry.network, 'default');

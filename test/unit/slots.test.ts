@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DEFAULT_MAX_CONCURRENT_STARTS } from '../../contracts/fleet.ts';
+import { FALLBACK_MAX_CONCURRENT_STARTS } from '../../contracts/fleet.ts';
 import { errorKind } from '../../lib/errors.ts';
 import { SshPoolClosedError, SshPoolQueueTimeoutError } from '../../lib/hostlink/errors.ts';
 import { HostLinks } from '../../lib/hostlink/pool.ts';
@@ -114,6 +114,30 @@ describe('Slots', () => {
     assert.equal(await slots.run(() => Promise.resolve(7), far()), 7);
   });
 
+  it('resize: more slots grant queued callers at once; fewer let the running finish first', T, async () => {
+    const slots = new Slots(1, errors);
+    const hold = gate();
+    const first = slots.run(() => hold.promise, far());
+    const order: string[] = [];
+    const a = slots.run(() => Promise.resolve(void order.push('a')), far());
+    const b = slots.run(() => Promise.resolve(void order.push('b')), far());
+    const c = slots.run(() => hold.promise.then(() => void order.push('c')), far());
+    await tick();
+    assert.equal(slots.queued, 3);
+    slots.resize(3);
+    await Promise.all([a, b]);
+    assert.deepEqual(order, ['a', 'b'], 'granted in their order without waiting for the first');
+    assert.equal(slots.inUse, 2);
+    slots.resize(1);
+    const d = slots.run(() => Promise.resolve(void order.push('d')), far());
+    await tick();
+    assert.equal(slots.queued, 1, 'two in use, one slot: d waits');
+    hold.open();
+    await Promise.all([first, c, d]);
+    assert.deepEqual(order, ['a', 'b', 'c', 'd']);
+    assert.throws(() => slots.resize(0), RangeError);
+  });
+
   it('failQueued fails every queued caller; the ones running keep their slots', T, async () => {
     const slots = new Slots(1, errors);
     const hold = gate();
@@ -147,8 +171,8 @@ describe('HostLinks.start: the host domain start slots', () => {
     );
   });
 
-  it(`runs ${DEFAULT_MAX_CONCURRENT_STARTS} starts at once by default, the rest in turn`, T, async () => {
-    const links = new HostLinks(target);
+  it('runs maxConcurrentStarts starts at once, the rest in turn, and reads nothing from the host', T, async () => {
+    const links = new HostLinks(target, { maxConcurrentStarts: 2 });
     try {
       let running = 0;
       let most = 0;
@@ -161,12 +185,25 @@ describe('HostLinks.start: the host domain start slots', () => {
         }),
       );
       await tick();
-      assert.equal(links.stats().starts.inFlight, DEFAULT_MAX_CONCURRENT_STARTS);
-      assert.equal(links.stats().starts.queued, 6 - DEFAULT_MAX_CONCURRENT_STARTS);
+      assert.equal(links.stats().starts.inFlight, 2);
+      assert.equal(links.stats().starts.queued, 6 - 2);
       await Promise.all(starts);
-      assert.equal(most, DEFAULT_MAX_CONCURRENT_STARTS);
-      assert.deepEqual(links.stats().starts, { inFlight: 0, queued: 0, maxInFlight: DEFAULT_MAX_CONCURRENT_STARTS });
-      assert.equal(links.stats().dials, 0, 'a start slot dials nothing');
+      assert.equal(most, 2);
+      assert.deepEqual(links.stats().starts, { slots: 2, inFlight: 0, queued: 0, maxInFlight: 2 });
+      assert.equal(links.stats().dials, 0, 'a given count: no dial to read the host CPUs');
+    } finally {
+      links.close();
+    }
+  });
+
+  it('without maxConcurrentStarts and the host unreadable, starts run in the fallback slots', T, async () => {
+    const links = new HostLinks(target, { defaultTimeoutMs: 2_000 });
+    try {
+      assert.equal(links.stats().starts.slots, FALLBACK_MAX_CONCURRENT_STARTS);
+      assert.equal(await links.start(() => Promise.resolve('started')), 'started');
+      assert.equal(await links.start(() => Promise.resolve('again')), 'again');
+      assert.equal(links.stats().dials, 2, 'the CPUs were asked for before each start (the dial failed)');
+      assert.equal(links.stats().starts.slots, FALLBACK_MAX_CONCURRENT_STARTS);
     } finally {
       links.close();
     }

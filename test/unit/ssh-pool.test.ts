@@ -185,7 +185,13 @@ describe('HostLinks (pooled link and call slots) over a throwaway sshd to a scri
       assert.equal(daemon.connections - before, 1);
       assert.deepEqual(
         { ...h.stats(), maxInFlight: 0 },
-        { inFlight: 0, queued: 0, maxInFlight: 0, dials: 1, starts: { inFlight: 0, queued: 0, maxInFlight: 0 } },
+        {
+          inFlight: 0,
+          queued: 0,
+          maxInFlight: 0,
+          dials: 1,
+          starts: { slots: 1, inFlight: 0, queued: 0, maxInFlight: 0 },
+        },
       );
     } finally {
       daemon.autoAnswer = false;
