@@ -30,6 +30,8 @@ import type { ProbePath } from '../lib/probe/route.ts';
 import type { Duplex } from 'node:stream';
 import { errorKind, ProjectError } from '../lib/errors.ts';
 import type { HostSurvey } from '../contracts/fleet.ts';
+import { HOST_MONITOR_MAX_WATCHES } from '../contracts/host-monitor.ts';
+import type { HostConfig, ProviderEntry } from '../lib/config/index.ts';
 import type { ProbeOutcome, ProxySpec, ResolvedProxy, VmReading } from '../contracts/proxy.ts';
 import type { EnsuredBase } from '../contracts/image.ts';
 import { mapped, ProxySpecError } from './errors.ts';
@@ -49,6 +51,15 @@ export interface PlacedProxy {
  */
 export const SURVEY_TTL_MS = 5_000;
 
+/**
+ * The host's `maxProxies` as placement sees it: the providers file's; unset, none, or
+ * {@link HOST_MONITOR_MAX_WATCHES} when the entry's proxies are watched by the host's monitor.
+ */
+export function maxProxiesOf(entry: ProviderEntry, host: HostConfig): { maxProxies?: number } {
+  if (host.maxProxies !== undefined) return { maxProxies: host.maxProxies };
+  return entry.health.monitor === 'host' ? { maxProxies: HOST_MONITOR_MAX_WATCHES } : {};
+}
+
 export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMetrics) {
   const surveys = new Map<string, { at: number; result: Promise<HostSurvey[]> }>();
   /** One survey shared by every caller within {@link SURVEY_TTL_MS} (no caller's signal ends it). */
@@ -63,7 +74,7 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
             weight: host.weight,
             memoryOvercommit: host.memoryOvercommit,
             cpuOvercommit: host.cpuOvercommit,
-            ...(host.maxProxies === undefined ? {} : { maxProxies: host.maxProxies }),
+            ...maxProxiesOf(entry, host),
           };
           try {
             const call = { timeoutMs: entry.timeouts.rpcMs };

@@ -6,6 +6,14 @@
 import type { MonitorInput, MonitorReason, MonitorState } from './health.ts';
 
 export const HOST_MONITOR_WORKFLOW_TYPE = 'hostMonitorWorkflow';
+/**
+ * The most proxies of an entry on one host when the entry's monitor is the host's: the default of
+ * `maxProxies` there, and its maximum. One workflow carries every watch of the host in its
+ * continue-as-new input (each about 1.5 KB, its state another 1 KB, in the recorded histories) and
+ * one heartbeat carries their states; Temporal refuses a payload over 2 MB. 250 keeps the input
+ * near 0.6 MB, with room for specs three times the recorded ones (docs/health.md).
+ */
+export const HOST_MONITOR_MAX_WATCHES = 250;
 /** The activity type of the host monitor (client/health.ts reads its heartbeat). */
 export const HOST_MONITOR_ACTIVITY = 'monitorHost';
 export const HOST_WATCH_SIGNAL = 'watch';

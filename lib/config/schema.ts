@@ -20,6 +20,7 @@ import { DEFAULT_CPU_OVERCOMMIT, DEFAULT_MEMORY_OVERCOMMIT } from '../../contrac
 import { exitIpUrlProblem } from '../probe/exit-ip.ts';
 import { HEALTH_VIA } from '../probe/route.ts';
 import { HEALTH_MONITORS } from '../../contracts/proxy.ts';
+import { HOST_MONITOR_MAX_WATCHES } from '../../contracts/host-monitor.ts';
 import { checkCidr, EGRESS_FIELD_HELP, egressFields, egressIssues } from './egress.ts';
 
 /** Lowercase identifier: a letter, then lowercase letters, digits or `-`; at most 40 characters (contracts/limits.ts). */
@@ -169,6 +170,21 @@ export const ProvidersFileSchema = z
   })
   .superRefine((file, ctx) => {
     file.providers.forEach((entry, i) => {
+      if (entry.health.monitor !== 'host') return;
+      entry.hosts.forEach((host, j) => {
+        if (host.maxProxies === undefined || host.maxProxies <= HOST_MONITOR_MAX_WATCHES) return;
+        ctx.addIssue({
+          code: 'custom',
+          path: ['providers', i, 'hosts', j, 'maxProxies'],
+          input: host.maxProxies,
+          message: `is ${host.maxProxies}, more than one host monitor holds (health.monitor: host, at most ${HOST_MONITOR_MAX_WATCHES} proxies a host)`,
+          params: {
+            fix: `set maxProxies: ${HOST_MONITOR_MAX_WATCHES} or less (unset, it is ${HOST_MONITOR_MAX_WATCHES} with the host monitor), or use health.monitor: proxy for this entry`,
+          },
+        });
+      });
+    });
+    file.providers.forEach((entry, i) => {
       for (const issue of egressIssues(entry.squid, file.allowOpenProxy, entry.health.target)) {
         ctx.addIssue({
           code: 'custom',
@@ -317,7 +333,7 @@ export const FIELD_HELP: Readonly<Record<string, { hint: string; example: string
   },
   'providers[].hosts[].weight': { hint: 'a positive integer share of new proxies', example: 'weight: 1' },
   'providers[].hosts[].maxProxies': {
-    hint: 'the most proxies of this entry the host holds (0-1000000; omit for no limit); a proxy that finds every host full waits in WaitingForCapacity',
+    hint: `the most proxies of this entry the host holds (0-1000000; omit for no limit, or ${HOST_MONITOR_MAX_WATCHES} with health.monitor: host, which allows at most that); a proxy that finds every host full waits in WaitingForCapacity`,
     example: 'maxProxies: 20',
   },
   'providers[].hosts[].memoryOvercommit': {

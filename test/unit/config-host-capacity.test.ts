@@ -5,6 +5,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
+import { maxProxiesOf } from '../../activities/proxy.ts';
+import { HOST_MONITOR_MAX_WATCHES } from '../../contracts/host-monitor.ts';
 import { ConfigError, parseProvidersYaml } from '../../lib/config/index.ts';
 import type { ConfigIssue } from '../../lib/config/index.ts';
 
@@ -97,4 +99,38 @@ describe('host capacity fields', () => {
       assert.match(issues[0]!.fix, c.fix);
     });
   }
+
+  describe('with the host monitor (health.monitor: host)', () => {
+    const withHostMonitor = (hostLines: string): string =>
+      yaml(hostLines).replace('    type: kvm2\n', '    type: kvm2\n    health: { monitor: host }\n');
+
+    it(`maxProxies is at most ${HOST_MONITOR_MAX_WATCHES}: more is refused, naming the field and both ways out`, () => {
+      const issues = issuesOf(withHostMonitor(`        maxProxies: ${HOST_MONITOR_MAX_WATCHES + 1}`));
+      assert.equal(issues.length, 1, issues.map((i) => i.message).join('; '));
+      assert.equal(issues[0]!.path, 'providers[0].hosts[0].maxProxies');
+      assert.match(
+        issues[0]!.message,
+        new RegExp(`is ${HOST_MONITOR_MAX_WATCHES + 1}, more than one host monitor holds`),
+      );
+      assert.match(issues[0]!.fix, new RegExp(`maxProxies: ${HOST_MONITOR_MAX_WATCHES} or less`));
+      assert.match(issues[0]!.fix, /health\.monitor: proxy/);
+    });
+
+    it(`${HOST_MONITOR_MAX_WATCHES} and unset are accepted; the per-proxy monitor has no such bound`, () => {
+      parseProvidersYaml(withHostMonitor(`        maxProxies: ${HOST_MONITOR_MAX_WATCHES}`), 't.yaml');
+      parseProvidersYaml(withHostMonitor(''), 't.yaml');
+      parseProvidersYaml(yaml('        maxProxies: 100000'), 't.yaml');
+    });
+
+    it(`placement sees maxProxies ${HOST_MONITOR_MAX_WATCHES} when it is unset with the host monitor, else the file's`, () => {
+      const host = (lines: string, text = withHostMonitor(lines)) => {
+        const entry = parseProvidersYaml(text, 't.yaml').providers[0]!;
+        return maxProxiesOf(entry, entry.hosts[0]!);
+      };
+      assert.deepEqual(host(''), { maxProxies: HOST_MONITOR_MAX_WATCHES });
+      assert.deepEqual(host('        maxProxies: 40'), { maxProxies: 40 });
+      assert.deepEqual(host('', yaml('')), {});
+      assert.deepEqual(host('', yaml('        maxProxies: 7')), { maxProxies: 7 });
+    });
+  });
 });
