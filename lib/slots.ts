@@ -6,6 +6,8 @@
 
 /** The errors a wait ends with: they name what the slots are for. */
 export interface SlotErrors {
+  /** What the count is called where it is set, for the RangeError of a bad one (`maxConcurrentCalls`). */
+  name?: string;
   /** The deadline passed while queued. */
   timeout(state: { max: number; inUse: number; queued: number; waitedMs: number }): Error;
   /** The signal aborted before or while queued. */
@@ -25,7 +27,7 @@ export class Slots {
   #maxInUse = 0;
 
   constructor(max: number, errors: SlotErrors) {
-    this.#max = checked(max);
+    this.#max = checked(max, errors.name);
     this.#errors = errors;
   }
 
@@ -35,7 +37,7 @@ export class Slots {
 
   /** Sets the number of slots: more grants queued callers at once; fewer lets the ones in use finish. */
   resize(max: number): void {
-    this.#max = checked(max);
+    this.#max = checked(max, this.#errors.name);
     while (this.#queue.length > 0 && this.#inUse < this.#max) this.#queue[0]!.grant();
   }
 
@@ -129,7 +131,7 @@ export class Slots {
   }
 }
 
-function checked(max: number): number {
-  if (!Number.isInteger(max) || max < 1) throw new RangeError(`slots must be a positive integer, got ${max}`);
+function checked(max: number, name = 'slots'): number {
+  if (!Number.isInteger(max) || max < 1) throw new RangeError(`${name} must be a positive integer, got ${max}`);
   return max;
 }

@@ -105,34 +105,26 @@ export class HostLinks extends EventEmitter<HostLinksEvents> {
     super();
     this.target = target;
     this.#options = options;
-    const calls = options.maxConcurrentCalls ?? 5;
-    if (!Number.isInteger(calls) || calls < 1) {
-      throw new RangeError(`maxConcurrentCalls must be a positive integer, got ${options.maxConcurrentCalls}`);
-    }
     this.#startsSized = options.maxConcurrentStarts !== undefined;
-    const starts = options.maxConcurrentStarts ?? FALLBACK_MAX_CONCURRENT_STARTS;
-    if (!Number.isInteger(starts) || starts < 1) {
-      throw new RangeError(`maxConcurrentStarts must be a positive integer, got ${options.maxConcurrentStarts}`);
-    }
     const name = target.name;
-    this.#calls = new Slots(calls, {
+    const aborted = (what: string) => (cause: unknown, queued: boolean) =>
+      new SshAbortedError(`${name}: ${what} aborted ${queued ? 'while queued' : 'before it was started'}`, { cause });
+    this.#calls = new Slots(options.maxConcurrentCalls ?? 5, {
+      name: 'maxConcurrentCalls',
       timeout: (q) =>
         new SshPoolQueueTimeoutError(
           `${name}: no free call slot within the call's budget (${q.max} calls in flight, ${q.queued} queued)`,
         ),
-      aborted: (cause, queued) =>
-        new SshAbortedError(`${name}: call aborted ${queued ? 'while queued' : 'before it was started'}`, { cause }),
+      aborted: aborted('call'),
     });
-    this.#starts = new Slots(starts, {
+    this.#starts = new Slots(options.maxConcurrentStarts ?? FALLBACK_MAX_CONCURRENT_STARTS, {
+      name: 'maxConcurrentStarts',
       timeout: (q) =>
         new SshPoolQueueTimeoutError(
           `${name}: no domain start slot after ${Math.round(q.waitedMs / 1000)} s (${q.max} starts at once, ` +
             `${q.queued} queued; providers[].hosts[].maxConcurrentStarts)`,
         ),
-      aborted: (cause, queued) =>
-        new SshAbortedError(`${name}: domain start aborted ${queued ? 'while queued' : 'before it was started'}`, {
-          cause,
-        }),
+      aborted: aborted('domain start'),
     });
   }
 
