@@ -7,6 +7,7 @@
 //
 //   node bench/provision.ts [--n 10] [--n 50] [--n 100] [--hosts 2] [--runs 3] [--virsh]
 //                           [--temporal dev] [--temporal cluster] [--starts 1] [--starts 64] [--timeline]
+//                           [--watch count|query] [--worker-log FILE] [--one-at-a-time]
 //
 // --runs R repeats the whole set R times (alternating the Ns) and prints medians; --virsh runs
 // bench/provision-virsh.sh beside each run (the raw floor: virsh over qemu+ssh://, one proxy at
@@ -16,16 +17,24 @@
 // given alternate within each run, so the two are compared on the same machine state.
 // --starts C sets every host's maxConcurrentStarts (domain starts at once; default one per host CPU);
 // several alternate within each run like the control planes. --timeline prints the first proxy's
-// history until Running, one line per event with its time.
+// history until Running, one line per event with its time. --watch: how the bench sees the proxies
+// reach Running: `count` (default) counts them by their state search attribute, one visibility call
+// every 250 ms, and asks each status once at the end; `query` asks every proxy not yet Running for
+// its status every 250 ms (the bench's way before 2026-12-04: those queries run in the worker and
+// the server beside the provisioning they watch). --worker-log appends the worker's log lines (JSON,
+// one per line) of every run to FILE. --one-at-a-time adds, after each N, ours one proxy at a time
+// (min(N, 10) proxies, each started when the one before is Running, on the dev server): the
+// like-for-like figure beside the virsh script one at a time.
 //
 // Needs (as root): scripts/temporal up, test/hosts/testhost up 2. Leaves nothing behind.
 import { execFile } from 'node:child_process';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import type { Client, WorkflowHandle } from '@temporalio/client';
 import { imageWorkflowId } from '../contracts/image.ts';
+import { SA_PROVIDER_ENTRY, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
 import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { ProxyStatus } from '../contracts/proxy.ts';
 import { fleetConfig, spawnWorker, writeProvidersFile } from '../test/support/fleet.ts';
@@ -46,9 +55,15 @@ const { values } = parseArgs({
     temporal: { type: 'string', multiple: true, default: ['dev'] },
     timeline: { type: 'boolean', default: false },
     starts: { type: 'string', multiple: true },
+    watch: { type: 'string', default: 'count' },
+    'worker-log': { type: 'string' },
+    'one-at-a-time': { type: 'boolean', default: false },
   },
 });
 type Plane = 'dev' | 'cluster';
+if (values.watch !== 'count' && values.watch !== 'query')
+  throw new Error(`--watch must be count or query, got ${values.watch}`);
+const watch = values.watch;
 for (const t of values.temporal) {
   if (t !== 'dev' && t !== 'cluster') throw new Error(`--temporal must be dev or cluster, got ${t}`);
 }
@@ -193,20 +208,14 @@ async function controlPlane(plane: Plane): Promise<ControlPlane> {
   return { plane, client: await connectClient(s.address, s.namespace, { tls: s.tls }), workerEnv: clusterEnv(s) };
 }
 
-async function runOnce(
+/** A providers file for a fresh entry on the test hosts (the empty image on the mirror) and a worker on it. */
+async function benchWorker(
   cp: ControlPlane,
   mirror: ImageMirror,
   image: Buffer,
   tmp: string,
-  n: number,
   starts: number | undefined,
-): Promise<RunFigures> {
-  const client = cp.client;
-  console.log(
-    `\n-- control plane: ${cp.plane === 'dev' ? 'dev server (SQLite)' : 'cluster (PostgreSQL, mTLS)'}` +
-      `; domain starts at once per host: ${starts ?? 'one per host CPU (the default)'}`,
-  );
-  const loadBefore = await loadavg();
+) {
   const run = Date.now().toString(36);
   const entry = `bp${run}`;
   const hosts = loadTestHosts().slice(0, Number(values.hosts));
@@ -226,6 +235,73 @@ async function runOnce(
   }
   const taskQueue = uniqueId('bench');
   const worker = await spawnWorker(await writeProvidersFile(tmp, config), taskQueue, 60_000, cp.workerEnv);
+  return { entry, hosts, worker, taskQueue };
+}
+
+/**
+ * Ours one proxy at a time, as the virsh script one at a time: N proxies on the dev server, each
+ * started when the one before it is Running. The first fetches and uploads the base; the figure is
+ * the median start→Running of the others (the base in the pool, as the script's is).
+ */
+async function runOneAtATime(
+  cp: ControlPlane,
+  mirror: ImageMirror,
+  image: Buffer,
+  tmp: string,
+  n: number,
+): Promise<number> {
+  const client = cp.client;
+  const loadBefore = await loadavg();
+  const { entry, worker, taskQueue } = await benchWorker(cp, mirror, image, tmp, undefined);
+  const times: number[] = [];
+  const handles: WorkflowHandle[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const name = `s${i}`;
+      const h = await client.workflow.start(PROXY_WORKFLOW_TYPE, {
+        workflowId: proxyWorkflowId(entry, name),
+        taskQueue,
+        args: [{ name, entry, imageKey: 'empty', vm: { memoryMiB: 128 } }],
+      });
+      handles.push(h);
+      const st = await pollUntil(
+        async () => {
+          const x = await h.query<ProxyStatus>(PROXY_STATUS_QUERY).catch(() => undefined);
+          if (x?.state === 'Failed') throw new Error(`${name} failed: ${x.reason}`);
+          return x?.state === 'Running' ? x : undefined;
+        },
+        { timeoutMs: 120_000, intervalMs: 50, what: `${name} Running` },
+      );
+      if (i > 0) times.push(Date.parse(st.runningSince!) - Date.parse(st.createdAt));
+    }
+  } finally {
+    await Promise.all(handles.map((h) => h.executeUpdate(PROXY_DELETE_UPDATE).catch(() => undefined)));
+    await Promise.all(handles.map((h) => h.result().catch(() => undefined)));
+    await worker.stop();
+  }
+  const f = (x: number): string => x.toFixed(0);
+  console.log(
+    `\n== one at a time, N = ${n} (dev server): start→Running of proxies 2-${n} (base in the pool): ` +
+      `median ${f(median(times))} ms (${f(Math.min(...times))}-${f(Math.max(...times))}); load ${loadBefore} before, ${await loadavg()} after`,
+  );
+  return median(times);
+}
+
+async function runOnce(
+  cp: ControlPlane,
+  mirror: ImageMirror,
+  image: Buffer,
+  tmp: string,
+  n: number,
+  starts: number | undefined,
+): Promise<RunFigures> {
+  const client = cp.client;
+  console.log(
+    `\n-- control plane: ${cp.plane === 'dev' ? 'dev server (SQLite)' : 'cluster (PostgreSQL, mTLS)'}` +
+      `; domain starts at once per host: ${starts ?? 'one per host CPU (the default)'}`,
+  );
+  const loadBefore = await loadavg();
+  const { entry, hosts, worker, taskQueue } = await benchWorker(cp, mirror, image, tmp, starts);
   const serverPid = await temporalServerPid(cp.plane);
   let serverPeak = 0;
   let workerPeak = 0;
@@ -257,26 +333,38 @@ async function runOnce(
   const startedMs = performance.now() - t0;
   const running = new Set<string>();
   const statuses = new Map<string, ProxyStatus>();
-  await pollUntil(
-    async () => {
-      await Promise.all(
-        names
-          .filter((nm) => !running.has(nm))
-          .map(async (nm, i) => {
-            const st = await handles[names.indexOf(nm)]!.query<ProxyStatus>(PROXY_STATUS_QUERY).catch(() => undefined);
-            if (st?.state === 'Running') {
-              running.add(nm);
-              statuses.set(nm, st);
-            }
-            if (st?.state === 'Failed') throw new Error(`${nm} failed: ${st.reason}`);
-            return i;
-          }),
-      );
+  const queryStatus = async (nm: string): Promise<ProxyStatus | undefined> => {
+    const st = await handles[names.indexOf(nm)]!.query<ProxyStatus>(PROXY_STATUS_QUERY).catch(() => undefined);
+    if (st?.state === 'Running') {
+      running.add(nm);
+      statuses.set(nm, st);
+    }
+    if (st?.state === 'Failed') throw new Error(`${nm} failed: ${st.reason}`);
+    return st;
+  };
+  const within = { timeoutMs: 60_000 + n * 6_000, intervalMs: 250, what: `${n} proxies Running` };
+  if (watch === 'query') {
+    // Every proxy not yet Running asked for its status four times a second (queries run in the worker).
+    await pollUntil(async () => {
+      await Promise.all(names.filter((nm) => !running.has(nm)).map(queryStatus));
       return running.size === n ? true : undefined;
-    },
-    { timeoutMs: 60_000 + n * 6_000, intervalMs: 250, what: `${n} proxies Running` },
-  );
+    }, within);
+  } else {
+    // One visibility count four times a second (the state search attribute); the statuses are asked
+    // once, after all are Running (runningSince comes from the status, so the per-proxy figures do
+    // not depend on how the bench watches).
+    const of = `${SA_PROVIDER_ENTRY} = '${entry}'`;
+    await pollUntil(async () => {
+      const [ok, failed] = await Promise.all([
+        client.workflow.count(`${of} AND ${SA_PROXY_STATE} = 'Running'`),
+        client.workflow.count(`${of} AND ${SA_PROXY_STATE} = 'Failed'`),
+      ]);
+      if (failed.count > 0) await Promise.all(names.map(queryStatus));
+      return ok.count === n ? true : undefined;
+    }, within);
+  }
   const allRunningMs = performance.now() - t0;
+  if (watch === 'count') await Promise.all(names.map(queryStatus));
   const rpcRunning = worker.lines.filter((l) => l.includes('"libvirt call')).length - rpcBefore;
   // Each domain start's own call (QEMU starting, on the host), from the worker's line per libvirt call.
   const domainStarts = worker.lines
@@ -284,6 +372,14 @@ async function runOnce(
     .filter((l) => l.includes('"DOMAIN_CREATE"'))
     .map((l) => (JSON.parse(l) as { duration_ms?: number }).duration_ms ?? NaN)
     .filter(Number.isFinite);
+  // Every libvirt call until all Running, by procedure: how many, and how long each took on the wire
+  // and in libvirtd (the worker's line per call; queueing for a call slot is not in it).
+  const byProc = new Map<string, number[]>();
+  for (const l of worker.lines.slice(rpcLinesBefore)) {
+    if (!l.includes('"libvirt call')) continue;
+    const { proc, duration_ms: d } = JSON.parse(l) as { proc?: string; duration_ms?: number };
+    if (proc !== undefined && d !== undefined) (byProc.get(proc) ?? byProc.set(proc, []).get(proc)!).push(d);
+  }
 
   const perProxy = [...statuses.values()].map((s) => Date.parse(s.runningSince!) - Date.parse(s.createdAt));
   const perHost = new Map<string, number>();
@@ -346,6 +442,7 @@ async function runOnce(
   clearInterval(sampler);
   const workerEnd = await rss(worker.child.pid!);
   await worker.stop();
+  if (values['worker-log']) await appendFile(values['worker-log'], worker.lines.map((l) => `${l}\n`).join(''));
 
   const f = (x: number, d = 0): string => x.toFixed(d);
   console.log(
@@ -372,6 +469,13 @@ async function runOnce(
         `max ${f(Math.max(...domainStarts))} ms, sum ${f(domainStarts.reduce((a, b) => a + b, 0) / 1000, 1)} s`,
     );
   }
+  console.log(
+    `libvirt calls until all Running, by procedure (calls per proxy, median / p90 ms): ` +
+      [...byProc]
+        .sort((a, b) => b[1].length - a[1].length)
+        .map(([p, d]) => `${p} ${f(d.length / n, 1)} ${f(median(d))}/${f(pct(d, 0.9))}`)
+        .join(', '),
+  );
   console.log('where the time goes (sample of 5 proxies, per activity call: execution / waiting for a worker slot):');
   for (const [t, v] of Object.entries(byType)) {
     console.log(
@@ -435,6 +539,7 @@ try {
   const ours = new Map<string, RunFigures[]>();
   const seq = new Map<number, number[]>();
   const par = new Map<number, number[]>();
+  const single = new Map<number, number[]>();
   for (let r = 0; r < Number(values.runs); r++) {
     for (const n of values.n.map(Number)) {
       for (const cp of cps) {
@@ -443,6 +548,10 @@ try {
           const key = `${cp.plane}/${n}/${st ?? 'default'}`;
           ours.set(key, [...(ours.get(key) ?? []), fig]);
         }
+      }
+      if (values['one-at-a-time']) {
+        const dev = cps.find((c) => c.plane === 'dev') ?? cps[0]!;
+        single.set(n, [...(single.get(n) ?? []), await runOneAtATime(dev, mirror, image, tmp, Math.min(n, 10))]);
       }
       if (values.virsh) {
         // One proxy at a time (at most 10 of them: the per-proxy time does not depend on N), and
@@ -466,6 +575,13 @@ try {
     );
     const s1 = seq.get(n);
     const s10 = par.get(n);
+    const o1 = single.get(n);
+    if (o1) {
+      console.log(
+        `  ours one at a time: ${mm(o1)} per proxy` +
+          (s1 ? ` (ours / virsh one at a time = ${(median(o1) / median(s1)).toFixed(2)}, like for like)` : ''),
+      );
+    }
     if (s1 && s10) {
       const cp = median(figs.map((x) => x.controlPlaneMs));
       const all = median(figs.map((x) => x.allRunningMs));
