@@ -28,12 +28,12 @@
 //
 // Needs (as root): scripts/temporal up, test/hosts/testhost up 2. Leaves nothing behind.
 import { execFile } from 'node:child_process';
-import { appendFile, mkdtemp, readFile, rm } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { appendFile, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import type { Client, WorkflowHandle } from '@temporalio/client';
-import { imageWorkflowId } from '../contracts/image.ts';
+import { IMAGE_JOIN_SIGNAL, imageWorkflowId } from '../contracts/image.ts';
 import { SA_PROVIDER_ENTRY, SA_PROXY_STATE } from '../contracts/search-attributes.ts';
 import { PROXY_DELETE_UPDATE, PROXY_STATUS_QUERY, PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { ProxyStatus } from '../contracts/proxy.ts';
@@ -81,6 +81,31 @@ async function rss(pid: number): Promise<{ now: number; peak: number }> {
   const text = await readFile(`/proc/${pid}/status`, 'utf8');
   const kib = (k: string): number => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(text)?.[1] ?? 0);
   return { now: kib('VmRSS') / 1024, peak: kib('VmHWM') / 1024 };
+}
+
+/** CPU time of a process (user + system) from /proc, in seconds; 0 when it is gone. */
+async function cpuSeconds(pid: number): Promise<number> {
+  const text = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => '');
+  // The fields after the command (which may hold spaces): utime and stime are the 12th and 13th.
+  const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11] ?? 0) + Number(f[12] ?? 0)) / CLOCK_TICKS;
+}
+const CLOCK_TICKS = 100;
+
+/** CPU seconds by who spent them: the machine (all CPUs, busy), every QEMU, the named processes. */
+async function cpuSnapshot(named: Record<string, number | undefined>): Promise<Record<string, number>> {
+  const stat = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  // user nice system idle iowait irq softirq steal: busy is all but idle and iowait.
+  const busy = stat.slice(0, 8).reduce((a, b) => a + b, 0) - stat[3]! - stat[4]!;
+  let qemu = 0;
+  for (const d of await readdir('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    const comm = await readFile(`/proc/${d}/comm`, 'utf8').catch(() => '');
+    if (comm.startsWith('qemu-system')) qemu += await cpuSeconds(Number(d));
+  }
+  const out: Record<string, number> = { machine: busy / CLOCK_TICKS, qemu };
+  for (const [k, pid] of Object.entries(named)) if (pid !== undefined) out[k] = await cpuSeconds(pid);
+  return out;
 }
 
 const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined): number =>
@@ -169,10 +194,30 @@ async function printTimeline(client: Client, workflowId: string, untilMs: number
 }
 
 /** When each host's ensure-image run recorded its upload activity's completion (server time, ms). */
-async function baseReadyAt(client: Client, workflowId: string): Promise<number | undefined> {
+/**
+ * When the ensure-image workflow's upload activity completed, and for each waiter when its join
+ * signal is in the history (a signal that arrives during a workflow task is written when that
+ * task completes) and whether the activity's broadcast told it.
+ */
+async function baseReadyAt(
+  client: Client,
+  workflowId: string,
+): Promise<{ doneAt: number; joins: Map<string, number>; told: Set<string> } | undefined> {
   const history = await client.workflow.getHandle(workflowId).fetchHistory();
   const done = history.events?.find((e) => e.activityTaskCompletedEventAttributes);
-  return done ? ms(done.eventTime) : undefined;
+  if (!done) return undefined;
+  const joins = new Map<string, number>();
+  for (const e of history.events ?? []) {
+    const a = e.workflowExecutionSignaledEventAttributes;
+    if (a?.signalName !== IMAGE_JOIN_SIGNAL) continue;
+    const { waiter } = JSON.parse(Buffer.from(a.input?.payloads?.[0]?.data ?? []).toString('utf8')) as {
+      waiter?: string;
+    };
+    if (waiter !== undefined && !joins.has(waiter)) joins.set(waiter, ms(e.eventTime));
+  }
+  const data = done.activityTaskCompletedEventAttributes?.result?.payloads?.[0]?.data;
+  const result = data ? (JSON.parse(Buffer.from(data).toString('utf8')) as { toldWaiters?: string[] }) : {};
+  return { doneAt: ms(done.eventTime), joins, told: new Set(result.toldWaiters ?? []) };
 }
 
 async function temporalServerPid(plane: Plane): Promise<number | undefined> {
@@ -320,6 +365,15 @@ async function runOnce(
   const rpcBefore = worker.lines.filter((l) => l.includes('"libvirt call')).length;
   const rpcLinesBefore = worker.lines.length;
   const names = Array.from({ length: n }, (_, i) => `p${i}`);
+  // CPU until all Running, by who spent it (QEMU processes that ended meanwhile are not counted).
+  const cpuOf = {
+    worker: worker.child.pid,
+    server: serverPid,
+    ...Object.fromEntries(
+      hosts.map((h) => [`libvirtd ${h.name}`, (h.pids as { libvirtd?: number } | undefined)?.libvirtd]),
+    ),
+  };
+  const cpu0 = await cpuSnapshot(cpuOf);
   const t0 = performance.now();
   const handles: WorkflowHandle[] = await Promise.all(
     names.map((name) =>
@@ -364,6 +418,7 @@ async function runOnce(
     }, within);
   }
   const allRunningMs = performance.now() - t0;
+  const cpu1 = await cpuSnapshot(cpuOf);
   if (watch === 'count') await Promise.all(names.map(queryStatus));
   const rpcRunning = worker.lines.filter((l) => l.includes('"libvirt call')).length - rpcBefore;
   // Each domain start's own call (QEMU starting, on the host), from the worker's line per libvirt call.
@@ -393,14 +448,27 @@ async function runOnce(
   );
   // How long each proxy that joined an ensure-image run waited for its imageReady after that run's
   // upload activity completed (negative: the activity's broadcast came before its completion).
-  const readyAt = new Map<string, number | undefined>();
+  const readyAt = new Map<string, Awaited<ReturnType<typeof baseReadyAt>>>();
   for (const h of hosts)
     readyAt.set(h.name, await baseReadyAt(client, imageWorkflowId(h.name, entry, 'empty')).catch(() => undefined));
   const lags: number[] = [];
+  let worst: { name: string; lag: number; joinedMs?: number; told: boolean } | undefined;
   for (const nm of names) {
     const w = await whereTimeGoes(client, proxyWorkflowId(entry, nm));
     const base = readyAt.get(statuses.get(nm)!.host!);
-    if (w.readyAtMs !== undefined && base !== undefined) lags.push(w.readyAtMs - base);
+    if (w.readyAtMs === undefined || base === undefined) continue;
+    const lag = w.readyAtMs - base.doneAt;
+    lags.push(lag);
+    if (worst === undefined || lag > worst.lag) {
+      const id = proxyWorkflowId(entry, nm);
+      const joined = base.joins.get(id);
+      worst = {
+        name: nm,
+        lag,
+        joinedMs: joined === undefined ? undefined : joined - base.doneAt,
+        told: base.told.has(id),
+      };
+    }
   }
   const sample = await Promise.all(
     names
@@ -476,6 +544,18 @@ async function runOnce(
         .map(([p, d]) => `${p} ${f(d.length / n, 1)} ${f(median(d))}/${f(pct(d, 0.9))}`)
         .join(', '),
   );
+  {
+    const d = (k: string): number => (cpu1[k] ?? NaN) - (cpu0[k] ?? NaN);
+    const libvirtd = Object.keys(cpu1)
+      .filter((k) => k.startsWith('libvirtd '))
+      .reduce((a, k) => a + d(k), 0);
+    const known = d('qemu') + libvirtd + d('server') + d('worker');
+    console.log(
+      `CPU seconds until all Running: machine ${f(d('machine'), 1)} of ${f((allRunningMs / 1000) * cpus().length, 1)} ` +
+        `(${cpus().length} CPUs x ${f(allRunningMs / 1000, 2)} s): QEMU ${f(d('qemu'), 1)}, libvirtd ${f(libvirtd, 1)}, ` +
+        `Temporal server ${f(d('server'), 1)}, worker ${f(d('worker'), 1)}, the rest (bench, sshd, kernel) ${f(d('machine') - known, 1)}`,
+    );
+  }
   console.log('where the time goes (sample of 5 proxies, per activity call: execution / waiting for a worker slot):');
   for (const [t, v] of Object.entries(byType)) {
     console.log(
@@ -491,7 +571,11 @@ async function runOnce(
   console.log(
     lags.length === 0
       ? 'imageReady after the base was ready: no proxy joined an ensure-image run'
-      : `imageReady after the base was ready (${lags.length} proxies joined): median ${f(median(lags))} ms, max ${f(Math.max(...lags))} ms`,
+      : `imageReady after the base was ready (${lags.length} proxies joined): median ${f(median(lags))} ms, max ${f(Math.max(...lags))} ms` +
+          (worst
+            ? ` (${worst.name}: its join in the image history ${worst.joinedMs === undefined ? 'not found' : `${f(worst.joinedMs)} ms after the upload completed`}; ` +
+              `${worst.told ? 'told by the broadcast' : 'not in the broadcast, told by the workflow'})`
+            : ''),
   );
   console.log(`delete all: ${f(deleteMs / 1000, 2)} s (${f(n / (deleteMs / 1000), 2)} proxies/s)`);
   console.log(
