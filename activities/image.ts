@@ -96,11 +96,24 @@ export function createImageActivities(
 
     /**
      * Starts the ensure-image workflow with a fixed ID, or joins the one running (signal-with-start),
-     * registering `waiter` to be told when the base is ready.
+     * registering `waiter` to be told when the base is ready; then looks in the host's pool and
+     * returns the base when it is there verified (else null), so the waiter need not wait for a
+     * signal. Why the look comes after the join: the base is published before its waiters are
+     * read for the broadcast, so a join the broadcast missed (it came later, or while a workflow
+     * task of the image workflow was in flight) finds the base here, or is on the broadcast's list,
+     * or joined before the base was published and is told when the workflow sees the upload
+     * complete. Under load that last path, and a join that starts a new run of a finished image
+     * workflow, took 10-40 s (docs/benchmarks.md).
      */
-    async joinImage(input: { workflowId: string; image: ImageWorkflowInput; waiter: string }): Promise<void> {
+    async joinImage(input: {
+      workflowId: string;
+      image: ImageWorkflowInput;
+      waiter: string;
+    }): Promise<EnsuredBase | null> {
+      const ctx = Context.current();
       return mapped(async () => {
         await joinImage(client, { ...input, taskQueue });
+        return verifiedBaseIn(registry, input.image, ctx);
       });
     },
 
@@ -111,14 +124,7 @@ export function createImageActivities(
      */
     async findBaseImage(input: ImageWorkflowInput): Promise<EnsuredBase | null> {
       const ctx = Context.current();
-      return mapped(async () => {
-        const found = await findImage({
-          ...imageSpec(registry, input),
-          signal: ctx.cancellationSignal,
-          logger: activityLogger(ctx),
-        });
-        return found === undefined ? null : baseOf(found);
-      });
+      return mapped(() => verifiedBaseIn(registry, input, ctx));
     },
 
     /**
@@ -169,6 +175,20 @@ export function createImageActivities(
       }
     },
   };
+}
+
+/** The base of `input` when the host's pool holds it verified, else null: a few short calls, no download. */
+async function verifiedBaseIn(
+  registry: HostRegistry,
+  input: ImageWorkflowInput,
+  ctx: Context,
+): Promise<EnsuredBase | null> {
+  const found = await findImage({
+    ...imageSpec(registry, input),
+    signal: ctx.cancellationSignal,
+    logger: activityLogger(ctx),
+  });
+  return found === undefined ? null : baseOf(found);
 }
 
 /** The ensure/find input of one (entry, host, key) from the providers file. */

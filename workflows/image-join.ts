@@ -1,12 +1,20 @@
 // The waiter's side of the ensure-image protocol (image.ts), for every workflow that needs a base
 // on a host (the proxy lifecycle, warm): join the host's ensure-image workflow through the
-// `joinImage` activity (signal-with-start), wait for its `imageReady` signal, and leave the ones
+// `joinImage` activity (signal-with-start), wait for its `imageReady` signal (or take the base the
+// join found already in the pool), and leave the ones
 // that have not answered when the waiter stops waiting (cancelled, deleted, gave up), so an
 // upload nobody waits for is aborted.
-import { CancellationScope, condition, getExternalWorkflowHandle, setHandler } from '@temporalio/workflow';
+import { CancellationScope, condition, getExternalWorkflowHandle, patched, setHandler } from '@temporalio/workflow';
 import type { ImageResult, ImageWorkflowInput } from '../contracts/image.ts';
 import { imageLeaveSignal, imageReadySignal } from '../contracts/messages.ts';
 import { rpc } from './stubs.ts';
+
+/**
+ * The patch behind which a join that found the base in the pool is the result at once. A run whose
+ * join result was handled by a worker from before it waited for the signal (a timer in its history)
+ * and replays that way.
+ */
+export const JOIN_FINDS_BASE_PATCH = 'join-finds-base';
 
 export class ImageWaiter {
   private readonly waiter: string;
@@ -25,12 +33,21 @@ export class ImageWaiter {
     });
   }
 
-  /** Joins the ensure-image workflow `workflowId` for `image`; a result it gave before is forgotten. */
+  /**
+   * Joins the ensure-image workflow `workflowId` for `image`; a result it gave before is forgotten.
+   * When the join found the base already in the pool (the activity looks after joining) that is
+   * the result at once: no wait for the workflow's signal (runs recorded before the activity
+   * looked have no base in its result, and runs before {@link JOIN_FINDS_BASE_PATCH} ignored it:
+   * both wait, as they did).
+   */
   async join(workflowId: string, image: ImageWorkflowInput): Promise<void> {
     this.results.delete(workflowId);
     this.joined.add(workflowId);
     this.lastJoined = workflowId;
-    await rpc.joinImage({ workflowId, image, waiter: this.waiter });
+    const found = await rpc.joinImage({ workflowId, image, waiter: this.waiter });
+    if (found != null && !this.results.has(workflowId) && patched(JOIN_FINDS_BASE_PATCH)) {
+      this.results.set(workflowId, { ok: true, base: found, workflowId });
+    }
   }
 
   /** Waits until each of `ids` has answered; false when `timeoutMs` passed first. */

@@ -376,6 +376,8 @@ export class Fakes {
   survey: Fn<{ entry: string }, HostSurvey[]> = () => roomySurvey();
   /** A base already in the pool (null: none, join the image workflow). */
   findBase: Fn<ImageWorkflowInput, EnsuredBase | null> = () => null;
+  /** What joinImage finds in the pool after joining (null: not there yet, wait for imageReady). */
+  joinFinds: Fn<ImageWorkflowInput, EnsuredBase | null> = () => null;
   ensureBase: Fn<ImageWorkflowInput & { workflowId: string }, EnsuredBase> = () => BASE;
   create: Fn<PlacedProxy & { base: EnsuredBase; createdAt: string }, CreatedProxy> = (input) => created(input);
   read: Fn<PlacedProxy, VmReading> = () => ({ state: 'Running', ip: '10.0.0.5', source: 'lease' });
@@ -492,10 +494,11 @@ export class Fakes {
     return {
       resolveProxy: this.record('resolveProxy', () => this.resolve),
       surveyHosts: this.record('surveyHosts', () => this.survey),
-      // As the real joinImage: signal-with-start of the one ensure-image workflow of this base.
+      // As the real joinImage: signal-with-start of the one ensure-image workflow of this base, then a
+      // look in the pool (joinFinds).
       joinImage: this.record(
         'joinImage',
-        () => async (input: { workflowId: string; image: ImageWorkflowInput; waiter: string }) => {
+        () => async (input: { workflowId: string; image: ImageWorkflowInput; waiter: string }, call: number) => {
           const join: ImageJoin = { waiter: input.waiter };
           await envs.env.client.workflow.signalWithStart(IMAGE_WORKFLOW_TYPE, {
             workflowId: input.workflowId,
@@ -504,6 +507,7 @@ export class Fakes {
             signal: imageJoinSignal,
             signalArgs: [join],
           });
+          return this.joinFinds(input.image, call);
         },
       ),
       findBaseImage: this.record('findBaseImage', () => this.findBase),

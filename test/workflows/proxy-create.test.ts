@@ -11,6 +11,7 @@ import type { ImageResult } from '../../contracts/image.ts';
 import { proxyDeleteUpdate } from '../../contracts/messages.ts';
 import type { ProxyOutcome, VmReading } from '../../contracts/proxy.ts';
 import type { ensureImageWorkflow } from '../../workflows/image.ts';
+import { JOIN_FINDS_BASE_PATCH } from '../../workflows/image-join.ts';
 import {
   BASE,
   conditionsOf,
@@ -170,5 +171,43 @@ describe('proxy create', () => {
       assert.deepEqual(creates[0]?.base, { ...BASE, cached: true });
       assert.deepEqual(f.of('findBaseImage')[0], { entry: ENTRY, host: 'h2', key: (await status(h)).imageKey });
     });
+  });
+
+  it('a join that finds the base in the pool creates at once, without waiting for the signal', opts, async () => {
+    // The late joiner: not in the pool at the first look, there when the join looks again (the
+    // upload finished in between), while the image workflow has not told anyone yet.
+    const f = new Fakes(e);
+    const imageGate = new Gate();
+    f.ensureBase = async () => {
+      await held(imageGate);
+      return BASE;
+    };
+    f.joinFinds = () => ({ ...BASE, cached: true });
+    f.read = () => RUNNING;
+    try {
+      await withProxy(e, f, async ({ handle: h }) => {
+        const running = await statusWhen(h, (s) => s.state === 'Running', 'Running');
+        assert.equal(running.image, undefined);
+        // The image workflow's upload is still held: nothing told the proxy but its own join.
+        assert.equal(f.count('joinImage'), 1);
+        const creates = f.of<PlacedProxy & { base: unknown }>('createProxyVm');
+        assert.deepEqual(creates[0]?.base, { ...BASE, cached: true });
+        // Behind its patch (a run whose join result an older worker handled waited on a timer and
+        // replays that way), and with no timer for the wait in this run's history.
+        const events = (await h.fetchHistory()).events ?? [];
+        const patches = events.flatMap((ev) => {
+          const data = ev.markerRecordedEventAttributes?.details?.['patch-data']?.payloads?.[0]?.data;
+          return data ? [(JSON.parse(Buffer.from(data).toString('utf8')) as { id?: string }).id] : [];
+        });
+        assert.ok(patches.includes(JOIN_FINDS_BASE_PATCH), patches.join(', '));
+        const createAt = events.findIndex(
+          (ev) => ev.activityTaskScheduledEventAttributes?.activityType?.name === 'createProxyVm',
+        );
+        assert.equal(events.slice(0, createAt).filter((ev) => ev.timerStartedEventAttributes).length, 0);
+        imageGate.open();
+      });
+    } finally {
+      imageGate.open();
+    }
   });
 });
