@@ -99,11 +99,10 @@ export function createImageActivities(
      * registering `waiter` to be told when the base is ready; then looks in the host's pool and
      * returns the base when it is there verified (else null), so the waiter need not wait for a
      * signal. Why the look comes after the join: the base is published before its waiters are
-     * read for the broadcast, so a join the broadcast missed (it came later, or while a workflow
-     * task of the image workflow was in flight) finds the base here, or is on the broadcast's list,
-     * or joined before the base was published and is told when the workflow sees the upload
-     * complete. Under load that last path, and a join that starts a new run of a finished image
-     * workflow, took 10-40 s (docs/benchmarks.md).
+     * read for the broadcast, so a join is either on the broadcast's list, or came after the base
+     * was published and finds it here (also when it started a new run of a finished image
+     * workflow), or came before, during one of the image workflow's tasks, and is told by the
+     * workflow's own signal, which under load came 9-39 s after the upload (docs/benchmarks.md).
      */
     async joinImage(input: {
       workflowId: string;
