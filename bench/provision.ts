@@ -205,9 +205,8 @@ async function printTimeline(client: Client, workflowId: string, untilMs: number
   }
 }
 
-/** When each host's ensure-image run recorded its upload activity's completion (server time, ms). */
 /**
- * When the ensure-image workflow's upload activity completed, and for each waiter when its join
+ * When the ensure-image workflow's upload activity completed (server time, ms), and for each waiter when its join
  * signal is in the history (a signal that arrives during a workflow task is written when that
  * task completes) and whether the activity's broadcast told it.
  */
