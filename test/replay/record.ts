@@ -7,7 +7,8 @@
  *   node test/replay/record.ts [scenario ...]     default: every scenario
  *
  * Scenarios: create-delete, capacity-wait, failed-create, cancel-mid-upload, monitor-create-delete
- * (the health monitor's loop: recorded after it came, the others before). Each writes
+ * (the health monitor's loop: recorded after it came, the others before), join-finds-base (a join
+ * that finds the base in the pool: recorded after the `join-finds-base` patch). Each writes
  * `<name>.sdk-<version of @temporalio/workflow>.json`, the history as the Temporal CLI prints it
  * (`temporal workflow show --output json`, the form `historyFromJSON` reads and the Web UI
  * downloads); the workflow ID is in its first event. Runs are kept short (a few polls of Running,
@@ -38,6 +39,8 @@ import {
 } from '../../contracts/proxy.ts';
 import type { ProxyOutcome, ProxyStatus } from '../../contracts/proxy.ts';
 import { setupTracing } from '../../runtime/telemetry.ts';
+import type { Activities } from '../../activities/index.ts';
+import { HostLinks } from '../../lib/hostlink/pool.ts';
 import { fleetConfig, startFleetWorker } from '../support/fleet.ts';
 import type { RunningWorker } from '../support/fleet.ts';
 import { ImageMirror } from '../support/mirror.ts';
@@ -52,7 +55,8 @@ import {
   uniqueId,
   withTimeout,
 } from '../support/temporal.ts';
-import { domainsOf, loadTestHosts, virsh, volumesOf } from '../support/testhosts.ts';
+import { domainsOf, hostTarget, loadTestHosts, virsh, volumesOf } from '../support/testhosts.ts';
+import { plantVerifiedBase } from '../support/verified-base.ts';
 import type { TestHost } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -66,6 +70,7 @@ const SCENARIOS = [
   'failed-create',
   'cancel-mid-upload',
   'monitor-create-delete',
+  'join-finds-base',
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -125,9 +130,16 @@ const waitState = (ctx: Ctx, handle: WorkflowHandle, state: string, timeoutMs: n
     { timeoutMs, intervalMs: 250, what: `${handle.workflowId} ${state}` },
   );
 
-async function withWorker<T>(ctx: Ctx, config: ProvidersConfig, taskQueue: string, fn: () => Promise<T>): Promise<T> {
+async function withWorker<T>(
+  ctx: Ctx,
+  config: ProvidersConfig,
+  taskQueue: string,
+  fn: () => Promise<T>,
+  activities?: (real: Activities) => Activities,
+): Promise<T> {
   const worker: RunningWorker = await startFleetWorker(ctx.connection, ctx.client, config, taskQueue, {
     plugins: [tracing.plugin],
+    activities,
   });
   try {
     return await fn();
@@ -322,7 +334,54 @@ async function monitorCreateDelete(ctx: Ctx, entry: string): Promise<void> {
   });
 }
 
+/**
+ * The join that finds the base (patch `join-finds-base`): the entry's verified base is in the pool,
+ * but the proxy's first look (findBaseImage) is made to miss, as it does when the upload completes
+ * between that look and the join; the real joinImage then joins the ensure-image workflow, finds
+ * the base in the pool, and the proxy creates at once → Running → delete. The only change to the
+ * real activities is that miss.
+ */
+async function joinFindsBase(ctx: Ctx, entry: string): Promise<void> {
+  const host = ctx.hosts[0]!;
+  // The url plantVerifiedBase records in the marker: the image run finds the base cached, no fetch.
+  const config = fleetConfig({
+    entry,
+    ownerUid: `uid-${run}`,
+    hosts: [host],
+    images: { empty: { url: `http://127.0.0.1/${entry}/empty.qcow2` } },
+  });
+  const links = new HostLinks(hostTarget(host));
+  try {
+    await plantVerifiedBase(links, host.pool, entry, 'empty');
+  } finally {
+    links.close();
+  }
+  const taskQueue = uniqueId('record-jf');
+  const firstLookMisses = (real: Activities): Activities => ({ ...real, findBaseImage: () => Promise.resolve(null) });
+  await withWorker(
+    ctx,
+    config,
+    taskQueue,
+    async () => {
+      const handle = await startProxy(ctx, entry, 'j1', taskQueue, 'empty');
+      await waitState(ctx, handle, 'Running', 120_000);
+      const imageId = imageWorkflowId(host.name, entry, 'empty');
+      await withTimeout(ctx.client.workflow.getHandle(imageId).result(), 90_000, 'the image run to end');
+      await handle.executeUpdate(PROXY_DELETE_UPDATE);
+      const outcome = (await withTimeout(handle.result(), 120_000, 'delete')) as ProxyOutcome;
+      assert.equal(outcome.state, 'Deleted');
+      await save(
+        'proxy-join-finds-base',
+        handle.workflowId,
+        'the first look misses, the join finds the base → create at once → Running → delete',
+      );
+    },
+    firstLookMisses,
+  );
+}
+
 const RUNNERS: Record<Scenario, (ctx: Ctx, entry: string) => Promise<void>> = {
+  'join-finds-base': joinFindsBase,
   'monitor-create-delete': monitorCreateDelete,
   'create-delete': createDelete,
   'capacity-wait': capacityWait,

@@ -14,6 +14,7 @@ import type { NativeConnection, Worker, WorkerOptions } from '@temporalio/worker
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { stringify } from 'yaml';
 import { createActivities } from '../../activities/index.ts';
+import type { Activities } from '../../activities/index.ts';
 import { HostRegistry } from '../../activities/hosts.ts';
 import { parseProvidersYaml } from '../../lib/config/index.ts';
 import { providerHosts } from '../../dev/testhost-providers.ts';
@@ -81,7 +82,12 @@ export async function startFleetWorker(
   client: Client,
   config: ProvidersConfig,
   taskQueue: string,
-  options: { plugins?: WorkerOptions['plugins']; logger?: LineLogger } = {},
+  options: {
+    plugins?: WorkerOptions['plugins'];
+    logger?: LineLogger;
+    /** Changes the real activities before the worker gets them (a recording that forces one outcome). */
+    activities?: (real: Activities) => Activities;
+  } = {},
 ): Promise<RunningWorker> {
   const registry = new HostRegistry(config, options.logger);
   const code = await bundleWorkflowCode({
@@ -93,7 +99,7 @@ export async function startFleetWorker(
     connection,
     taskQueue,
     workflowBundle: code,
-    activities: createActivities({ registry, client, taskQueue }),
+    activities: (options.activities ?? ((a) => a))(createActivities({ registry, client, taskQueue })),
     shutdownGraceTime: '5 seconds',
     plugins: options.plugins,
   });

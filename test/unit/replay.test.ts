@@ -25,6 +25,7 @@ const HISTORY_FILE = /^(?<name>[a-z0-9-]+)\.sdk-(?<sdk>\d+\.\d+\.\d+)\.json$/;
 const REQUIRED = [
   'proxy-create-delete',
   'proxy-local-reads',
+  'proxy-join-finds-base',
   'proxy-capacity-wait',
   'proxy-failed-create',
   'proxy-cancel-mid-upload',
