@@ -42,7 +42,8 @@ import { emptyQcow2 } from '../test/support/empty-image.ts';
 import { ImageMirror } from '../test/support/mirror.ts';
 import { clusterEnv, clusterUp } from '../test/support/temporal-cluster.ts';
 import { connectClient, pollUntil, PROJECT_ROOT, uniqueId } from '../test/support/temporal.ts';
-import { loadTestHosts } from '../test/support/testhosts.ts';
+import { loadTestHosts, removeEntryLeftovers } from '../test/support/testhosts.ts';
+import type { TestHost } from '../test/support/testhosts.ts';
 import { median, percentile as pct } from './lib/stats.ts';
 
 const pexec = promisify(execFile);
@@ -295,6 +296,17 @@ async function benchWorker(
 }
 
 /**
+ * Removes the run's base and marker (the deletes removed the rest) from each host, and anything a
+ * failed run left; says what could not be removed.
+ */
+async function removeLeftovers(hosts: TestHost[], entry: string): Promise<void> {
+  for (const h of hosts) {
+    const left = await removeEntryLeftovers(h, entry);
+    if (left.length > 0) console.error(`# could not remove from ${h.name}: ${left.join(', ')}`);
+  }
+}
+
+/**
  * Ours one proxy at a time, as the virsh script one at a time: N proxies on the dev server, each
  * started when the one before it is Running. The first fetches and uploads the base; the figure is
  * the median start→Running of the others (the base in the pool, as the script's is).
@@ -308,7 +320,7 @@ async function runOneAtATime(
 ): Promise<number> {
   const client = cp.client;
   const loadBefore = await loadavg();
-  const { entry, worker, taskQueue } = await benchWorker(cp, mirror, image, tmp, undefined);
+  const { entry, hosts, worker, taskQueue } = await benchWorker(cp, mirror, image, tmp, undefined);
   const times: number[] = [];
   const handles: WorkflowHandle[] = [];
   try {
@@ -334,6 +346,7 @@ async function runOneAtATime(
     await Promise.all(handles.map((h) => h.executeUpdate(PROXY_DELETE_UPDATE).catch(() => undefined)));
     await Promise.all(handles.map((h) => h.result().catch(() => undefined)));
     await worker.stop();
+    await removeLeftovers(hosts, entry);
   }
   const f = (x: number): string => x.toFixed(0);
   console.log(
@@ -525,6 +538,7 @@ async function runOnce(
   clearInterval(sampler);
   const workerEnd = await rss(worker.child.pid!);
   await worker.stop();
+  await removeLeftovers(hosts, entry);
   if (values['worker-log']) await appendFile(values['worker-log'], worker.lines.map((l) => `${l}\n`).join(''));
 
   const f = (x: number, d = 0): string => x.toFixed(d);

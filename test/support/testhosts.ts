@@ -100,3 +100,22 @@ export async function volumesOf(host: TestHost, entry: string): Promise<string[]
     .filter((v) => v.includes(entry))
     .sort();
 }
+
+/**
+ * Removes what provider entry `entry` left on the host: its domains (destroyed, undefined) and every
+ * volume that mentions it (overlays, seeds, the base and its marker). Errors are ignored: for
+ * teardown after a run, which may have removed some of it already. Returns what is still there.
+ */
+export async function removeEntryLeftovers(host: TestHost, entry: string): Promise<string[]> {
+  for (const d of await domainsOf(host, entry).catch(() => [])) {
+    await virsh(host, 'destroy', d).catch(() => '');
+    await virsh(host, 'undefine', d).catch(() => '');
+  }
+  for (const v of await volumesOf(host, entry).catch(() => [])) {
+    await virsh(host, 'vol-delete', '--pool', host.pool, v).catch(() => '');
+  }
+  return [
+    ...(await domainsOf(host, entry).catch(() => [])).map((x) => `domain ${x}`),
+    ...(await volumesOf(host, entry).catch(() => [])).map((x) => `volume ${x}`),
+  ];
+}
