@@ -7,7 +7,7 @@
 //
 //   node bench/provision.ts [--n 10] [--n 50] [--n 100] [--hosts 2] [--runs 3] [--virsh]
 //                           [--temporal dev] [--temporal cluster] [--starts 1] [--starts 64] [--timeline]
-//                           [--watch count|query] [--worker-log FILE] [--one-at-a-time]
+//                           [--watch count|query] [--worker-log FILE] [--one-at-a-time] [--worker cold|warm]
 //
 // --runs R repeats the whole set R times (alternating the Ns) and prints medians; --virsh runs
 // bench/provision-virsh.sh beside each run (the raw floor: virsh over qemu+ssh://, one proxy at
@@ -24,7 +24,12 @@
 // the server beside the provisioning they watch). --worker-log appends the worker's log lines (JSON,
 // one per line) of every run to FILE. --one-at-a-time adds, after each N, ours one proxy at a time
 // (min(N, 10) proxies, each started when the one before is Running, on the dev server): the
-// like-for-like figure beside the virsh script one at a time.
+// like-for-like figure beside the virsh script one at a time. --worker: `cold` (default) times the
+// N proxies on a worker that has just started (each run starts its own), so its first workflow tasks,
+// SSH links and code paths are paid for inside the timed burst; `warm` first takes WARM_UP proxies of
+// another image through their whole life (Running, deleted) on that worker, as a worker in service
+// has, then waits for its CPU to settle before the timed burst (whose base is still fetched and
+// uploaded in it). Both given alternate within each run.
 //
 // Needs (as root): scripts/temporal up, test/hosts/testhost up 2. Leaves nothing behind.
 import { execFile } from 'node:child_process';
@@ -59,8 +64,16 @@ const { values } = parseArgs({
     watch: { type: 'string', default: 'count' },
     'worker-log': { type: 'string' },
     'one-at-a-time': { type: 'boolean', default: false },
+    worker: { type: 'string', multiple: true, default: ['cold'] },
   },
 });
+type WorkerState = 'cold' | 'warm';
+for (const w of values.worker) {
+  if (w !== 'cold' && w !== 'warm') throw new Error(`--worker must be cold or warm, got ${w}`);
+}
+const workerStates = values.worker as WorkerState[];
+/** Proxies the warm-up takes through their life before a `--worker warm` run: two per test host. */
+const WARM_UP = 4;
 type Plane = 'dev' | 'cluster';
 if (values.watch !== 'count' && values.watch !== 'query')
   throw new Error(`--watch must be count or query, got ${values.watch}`);
@@ -93,6 +106,24 @@ async function cpuSeconds(pid: number): Promise<number> {
 }
 const CLOCK_TICKS = 100;
 
+/**
+ * CPU seconds of a process's threads by thread name (Node's main thread, the workflow threads,
+ * V8's helpers, the SDK core's runtime, libuv's pool), prefixed `thread `. Threads that ended
+ * between two snapshots are missed (the worker's are long-lived).
+ */
+async function threadSeconds(pid: number): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const t of await readdir(`/proc/${pid}/task`).catch(() => [] as string[])) {
+    const text = await readFile(`/proc/${pid}/task/${t}/stat`, 'utf8').catch(() => '');
+    if (text === '') continue;
+    const name = text.slice(text.indexOf('(') + 1, text.lastIndexOf(')'));
+    const f = text.slice(text.lastIndexOf(')') + 2).split(' ');
+    const k = `thread ${name}`;
+    out[k] = (out[k] ?? 0) + (Number(f[11] ?? 0) + Number(f[12] ?? 0)) / CLOCK_TICKS;
+  }
+  return out;
+}
+
 /** CPU seconds by who spent them: the machine (all CPUs, busy), every QEMU, the named processes. */
 async function cpuSnapshot(named: Record<string, number | undefined>): Promise<Record<string, number>> {
   const stat = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
@@ -106,6 +137,7 @@ async function cpuSnapshot(named: Record<string, number | undefined>): Promise<R
   }
   const out: Record<string, number> = { machine: busy / CLOCK_TICKS, qemu };
   for (const [k, pid] of Object.entries(named)) if (pid !== undefined) out[k] = await cpuSeconds(pid);
+  if (named['worker'] !== undefined) Object.assign(out, await threadSeconds(named['worker']));
   return out;
 }
 
@@ -250,6 +282,7 @@ interface RunFigures {
   readyLagMaxMs: number;
   load: string;
   starts: number | undefined;
+  worker: WorkerState;
 }
 
 /** A control plane: a client on it and the variables that point a worker process at it. */
@@ -277,11 +310,13 @@ async function benchWorker(
   const entry = `bp${run}`;
   const hosts = loadTestHosts().slice(0, Number(values.hosts));
   const url = mirror.serve(`/${entry}/empty.qcow2`, image);
+  // The same bytes under another key, for the warm-up's proxies: the timed ones still fetch and upload theirs.
+  const warmUrl = mirror.serve(`/${entry}/warm.qcow2`, image);
   const config = fleetConfig({
     entry,
     ownerUid: `bench-${run}`,
     hosts,
-    images: { empty: { url } },
+    images: { empty: { url }, warm: { url: warmUrl } },
     health: { intervalMs: 15_000 },
   });
   // The guests never boot (an empty base) and each host has 2 CPUs: placement's default vCPU
@@ -356,6 +391,53 @@ async function runOneAtATime(
   return median(times);
 }
 
+/**
+ * The warm-up of a `--worker warm` run: WARM_UP proxies of the `warm` image started together,
+ * Running, deleted; then until the worker's CPU settles (under 50 ms in a second, at most 20 s).
+ */
+async function warmUp(client: Client, taskQueue: string, entry: string, workerPid: number): Promise<void> {
+  const t0 = performance.now();
+  const cpu0 = await cpuSeconds(workerPid);
+  const handles = await Promise.all(
+    Array.from({ length: WARM_UP }, (_, i) =>
+      client.workflow.start(PROXY_WORKFLOW_TYPE, {
+        workflowId: proxyWorkflowId(entry, `w${i}`),
+        taskQueue,
+        args: [{ name: `w${i}`, entry, imageKey: 'warm', vm: { memoryMiB: 128 } }],
+      }),
+    ),
+  );
+  try {
+    for (const h of handles) {
+      await pollUntil(
+        async () => {
+          const x = await h.query<ProxyStatus>(PROXY_STATUS_QUERY).catch(() => undefined);
+          if (x?.state === 'Failed') throw new Error(`warm-up ${h.workflowId} failed: ${x.reason}`);
+          return x?.state === 'Running' ? true : undefined;
+        },
+        { timeoutMs: 120_000, intervalMs: 100, what: `warm-up ${h.workflowId} Running` },
+      );
+    }
+  } finally {
+    await Promise.all(handles.map((h) => h.executeUpdate(PROXY_DELETE_UPDATE).catch(() => undefined)));
+    await Promise.all(handles.map((h) => h.result().catch(() => undefined)));
+  }
+  const lived = performance.now() - t0;
+  let prev = await cpuSeconds(workerPid);
+  let quiet = false;
+  for (let i = 0; i < 20 && !quiet; i++) {
+    await new Promise((r) => setTimeout(r, 1000));
+    const now = await cpuSeconds(workerPid);
+    quiet = now - prev < 0.05;
+    prev = now;
+  }
+  console.log(
+    `warm-up: ${WARM_UP} proxies of another image Running and deleted in ${(lived / 1000).toFixed(2)} s; ` +
+      `worker CPU ${(prev - cpu0).toFixed(2)} s; ${quiet ? 'settled' : 'NOT settled after 20 s'} ` +
+      `${((performance.now() - t0 - lived) / 1000).toFixed(1)} s later`,
+  );
+}
+
 async function runOnce(
   cp: ControlPlane,
   mirror: ImageMirror,
@@ -363,14 +445,16 @@ async function runOnce(
   tmp: string,
   n: number,
   starts: number | undefined,
+  workerState: WorkerState,
 ): Promise<RunFigures> {
   const client = cp.client;
   console.log(
     `\n-- control plane: ${cp.plane === 'dev' ? 'dev server (SQLite)' : 'cluster (PostgreSQL, mTLS)'}` +
-      `; domain starts at once per host: ${starts ?? 'one per host CPU (the default)'}`,
+      `; domain starts at once per host: ${starts ?? 'one per host CPU (the default)'}; worker ${workerState}`,
   );
   const loadBefore = await loadavg();
   const { entry, hosts, worker, taskQueue } = await benchWorker(cp, mirror, image, tmp, starts);
+  if (workerState === 'warm') await warmUp(client, taskQueue, entry, worker.child.pid!);
   const serverPid = await temporalServerPid(cp.plane);
   let serverPeak = 0;
   let workerPeak = 0;
@@ -584,6 +668,12 @@ async function runOnce(
         `(${cpus().length} CPUs x ${f(allRunningMs / 1000, 2)} s): QEMU ${f(d('qemu'), 1)}, libvirtd ${f(libvirtd, 1)}, ` +
         `Temporal server ${f(d('server'), 1)}, worker ${f(d('worker'), 1)}, the rest (bench, sshd, kernel) ${f(d('machine') - known, 1)}`,
     );
+    const threads = Object.keys(cpu1)
+      .filter((k) => k.startsWith('thread '))
+      .map((k) => [k.slice(7), d(k)] as const)
+      .filter(([, v]) => v >= 0.01)
+      .sort((a, b) => b[1] - a[1]);
+    console.log(`  the worker's by thread: ${threads.map(([k, v]) => `${k} ${f(v, 2)}`).join(', ')}`);
   }
   console.log('where the time goes (sample of 5 proxies, per activity call: execution / waiting for a worker slot):');
   for (const [t, v] of Object.entries(byType)) {
@@ -622,6 +712,7 @@ async function runOnce(
     readyLagMaxMs: lags.length ? Math.max(...lags) : NaN,
     load,
     starts,
+    worker: workerState,
   };
 }
 
@@ -658,9 +749,11 @@ try {
     for (const n of values.n.map(Number)) {
       for (const cp of cps) {
         for (const st of startsList) {
-          const fig = await runOnce(cp, mirror, image, tmp, n, st);
-          const key = `${cp.plane}/${n}/${st ?? 'default'}`;
-          ours.set(key, [...(ours.get(key) ?? []), fig]);
+          for (const ws of workerStates) {
+            const fig = await runOnce(cp, mirror, image, tmp, n, st, ws);
+            const key = `${cp.plane}/${n}/${st ?? 'default'}/${ws}`;
+            ours.set(key, [...(ours.get(key) ?? []), fig]);
+          }
         }
       }
       if (values['one-at-a-time']) {
@@ -682,7 +775,9 @@ try {
     `${(median(xs) / 1000).toFixed(2)} s (${(Math.min(...xs) / 1000).toFixed(2)}-${(Math.max(...xs) / 1000).toFixed(2)})`;
   for (const [, figs] of ours) {
     const n = figs[0]!.n;
-    const st = figs[0]!.starts === undefined ? '' : `, maxConcurrentStarts ${figs[0]!.starts}`;
+    const st =
+      (figs[0]!.starts === undefined ? '' : `, maxConcurrentStarts ${figs[0]!.starts}`) +
+      (workerStates.length > 1 || figs[0]!.worker === 'warm' ? `, worker ${figs[0]!.worker}` : '');
     console.log(
       `${figs[0]!.plane}${st}, N = ${n}: all Running ${mm(figs.map((x) => x.allRunningMs))}; control plane per proxy ${mm(figs.map((x) => x.controlPlaneMs))}; ` +
         `base in hand after the base, worst ${mm(figs.map((x) => x.readyLagMaxMs).filter(Number.isFinite))}`,
@@ -707,8 +802,8 @@ try {
   }
   if (cps.length === 2) {
     for (const n of values.n.map(Number)) {
-      const dev = ours.get(`dev/${n}/${startsList[0] ?? 'default'}`)!;
-      const cl = ours.get(`cluster/${n}/${startsList[0] ?? 'default'}`)!;
+      const dev = ours.get(`dev/${n}/${startsList[0] ?? 'default'}/${workerStates[0]}`)!;
+      const cl = ours.get(`cluster/${n}/${startsList[0] ?? 'default'}/${workerStates[0]}`)!;
       const ratio = (f: (x: RunFigures) => number): string => (median(cl.map(f)) / median(dev.map(f))).toFixed(2);
       console.log(
         `cluster / dev, N = ${n}: all Running ${ratio((x) => x.allRunningMs)}, control plane per proxy ${ratio((x) => x.controlPlaneMs)}`,
