@@ -7,11 +7,15 @@
 # the start's wall time; and once, the QMP commands libvirt sent during the start (its debug log,
 # switched on for that one start and off again).
 #
-#   bench/qemu-start.sh [RUNS]        (default 5; EP_TESTHOST_ONLY=ep-h2 picks another host)
+#   bench/qemu-start.sh [RUNS] [CPU_ELEMENT]   (RUNS default 5; EP_TESTHOST_ONLY=ep-h2 picks another host)
+#
+# CPU_ELEMENT, e.g. "<cpu mode='maximum' check='none'/>", is put in the domain XML before <clock>
+# (ours has none for TCG): whether it changes what libvirt asks QEMU at the start.
 #
 # Needs (as root): test/hosts/testhost up. Leaves nothing behind (its domain and volumes are removed).
 set -euo pipefail
 RUNS=${1:-5}
+CPU_ELEMENT=${2:-}
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "usage: bench/qemu-start.sh [RUNS] (RUNS a positive integer, got $RUNS)" >&2; exit 2; }
 source "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/scripts/env.sh"
 STATE=${EP_TESTHOST_STATE:-/var/lib/egress-proxies-testhosts}
@@ -47,6 +51,11 @@ process.stdout.write(buildDomainXml({
   consoleLogPath: '$POOL_DIR/$NAME.console.log',
   metadata: { ownerUid: 'bench', proxyName: '$NAME', providerEntry: 'bench', createdAt: new Date().toISOString() },
 }));" >"$TMP/domain.xml"
+if [ -n "$CPU_ELEMENT" ]; then
+  awk -v el="$CPU_ELEMENT" '/<clock / { print "  " el } { print }' "$TMP/domain.xml" >"$TMP/d2.xml"
+  mv "$TMP/d2.xml" "$TMP/domain.xml"
+  echo "domain XML with $CPU_ELEMENT"
+fi
 cp "$TMP/domain.xml" "$POOL_DIR/$NAME.xml" # the host's virsh reads it from its own mount namespace
 trap 'rm -f "$POOL_DIR/$NAME.xml" "$POOL_DIR/$NAME.console.log"; cleanup' EXIT
 
