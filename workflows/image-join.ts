@@ -4,9 +4,10 @@
 // join found already in the pool), and leave the ones
 // that have not answered when the waiter stops waiting (cancelled, deleted, gave up), so an
 // upload nobody waits for is aborted.
-import { CancellationScope, condition, getExternalWorkflowHandle, patched, setHandler } from '@temporalio/workflow';
+import { CancellationScope, condition, getExternalWorkflowHandle, setHandler } from '@temporalio/workflow';
 import type { ImageResult, ImageWorkflowInput } from '../contracts/image.ts';
 import { imageLeaveSignal, imageReadySignal } from '../contracts/messages.ts';
+import { applied } from './proxy/baseline.ts';
 import { rpc } from './stubs.ts';
 
 /**
@@ -45,7 +46,7 @@ export class ImageWaiter {
     this.joined.add(workflowId);
     this.lastJoined = workflowId;
     const found = await rpc.joinImage({ workflowId, image, waiter: this.waiter });
-    if (found != null && !this.results.has(workflowId) && patched(JOIN_FINDS_BASE_PATCH)) {
+    if (found != null && !this.results.has(workflowId) && applied(JOIN_FINDS_BASE_PATCH)) {
       this.results.set(workflowId, { ok: true, base: found, workflowId });
     }
   }

@@ -1,7 +1,7 @@
 // The proxy's search attributes (contracts/search-attributes.ts names them), kept current on every
 // state change so the Web UI and the API's list filter on live values.
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { patched, upsertSearchAttributes } from '@temporalio/workflow';
+import { upsertSearchAttributes } from '@temporalio/workflow';
 import {
   SA_PROVIDER_ENTRY,
   SA_PROXY_HEALTH,
@@ -10,6 +10,7 @@ import {
   SA_PROXY_STATE,
 } from '../contracts/search-attributes.ts';
 import type { ProxyStatus } from '../contracts/proxy.ts';
+import { applied } from './proxy/baseline.ts';
 
 export const PROXY_STATE_KEY = defineSearchAttributeKey(SA_PROXY_STATE, SearchAttributeType.KEYWORD);
 export const PROXY_HEALTHY_KEY = defineSearchAttributeKey(SA_PROXY_HEALTHY, SearchAttributeType.BOOL);
@@ -27,7 +28,7 @@ export function upsertProxySearchAttributes(st: ProxyStatus): void {
     { key: PROVIDER_ENTRY_KEY, value: st.entry },
     { key: PROXY_HOST_KEY, value: st.host ?? null },
   ];
-  if (patched(PROXY_HEALTH_PATCH)) {
+  if (applied(PROXY_HEALTH_PATCH)) {
     upsertSearchAttributes([...pairs, { key: PROXY_HEALTH_KEY, value: st.conditions.Healthy.status }]);
     return;
   }

@@ -51,12 +51,14 @@ import {
   connectClient,
   connectWorker,
   installTestRuntime,
+  patchIds,
   pollUntil,
   uniqueId,
   withTimeout,
 } from '../support/temporal.ts';
 import { domainsOf, hostTarget, loadTestHosts, virsh, volumesOf } from '../support/testhosts.ts';
 import { plantVerifiedBase } from '../support/verified-base.ts';
+import { PROXY_BASELINE_PATCH } from '../../workflows/proxy/baseline.ts';
 import type { TestHost } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -71,6 +73,7 @@ const SCENARIOS = [
   'cancel-mid-upload',
   'monitor-create-delete',
   'join-finds-base',
+  'baseline-create-delete',
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -156,7 +159,12 @@ const startProxy = (ctx: Ctx, entry: string, name: string, taskQueue: string, im
   });
 
 /** create → Running (two polls) → delete → Deleted; also the ensure-image run that fetched the base. */
-async function createDelete(ctx: Ctx, entry: string): Promise<void> {
+/**
+ * A proxy's life (create → Running → delete) and its image's run. `name` set: the proxy's history
+ * alone under that name (the baseline's: a new run records one patch marker, test/replay/README.md),
+ * so the histories recorded before the baseline stay as they are.
+ */
+async function createDelete(ctx: Ctx, entry: string, name?: string): Promise<void> {
   const host = ctx.hosts[0]!;
   const url = ctx.mirror.serve(`/${entry}/empty.qcow2`, ctx.image);
   const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [host], images: { empty: { url } } });
@@ -168,6 +176,12 @@ async function createDelete(ctx: Ctx, entry: string): Promise<void> {
     await handle.executeUpdate(PROXY_DELETE_UPDATE);
     const outcome = (await withTimeout(handle.result(), 120_000, 'delete')) as ProxyOutcome;
     assert.equal(outcome.state, 'Deleted');
+    if (name !== undefined) {
+      const patches = patchIds(await handle.fetchHistory());
+      assert.deepEqual(patches, [PROXY_BASELINE_PATCH], `the run's patch markers: ${patches.join(', ')}`);
+      await save(name, handle.workflowId, 'create → Running → delete on the patch baseline');
+      return;
+    }
     await save('proxy-create-delete', handle.workflowId, 'create → Running → delete');
     await save(
       'image-ensure',
@@ -383,7 +397,8 @@ async function joinFindsBase(ctx: Ctx, entry: string): Promise<void> {
 const RUNNERS: Record<Scenario, (ctx: Ctx, entry: string) => Promise<void>> = {
   'join-finds-base': joinFindsBase,
   'monitor-create-delete': monitorCreateDelete,
-  'create-delete': createDelete,
+  'create-delete': (ctx, entry) => createDelete(ctx, entry),
+  'baseline-create-delete': (ctx, entry) => createDelete(ctx, entry, 'proxy-baseline-create-delete'),
   'capacity-wait': capacityWait,
   'failed-create': failedCreate,
   'cancel-mid-upload': cancelMidUpload,

@@ -26,6 +26,7 @@ const REQUIRED = [
   'proxy-create-delete',
   'proxy-local-reads',
   'proxy-join-finds-base',
+  'proxy-baseline-create-delete',
   'proxy-capacity-wait',
   'proxy-failed-create',
   'proxy-cancel-mid-upload',

@@ -12,6 +12,8 @@ import { proxyDeleteUpdate } from '../../contracts/messages.ts';
 import type { ProxyOutcome, VmReading } from '../../contracts/proxy.ts';
 import type { ensureImageWorkflow } from '../../workflows/image.ts';
 import { JOIN_FINDS_BASE_PATCH } from '../../workflows/image-join.ts';
+import { BASELINE_PATCHES, PROXY_BASELINE_PATCH } from '../../workflows/proxy/baseline.ts';
+import { patchIds } from '../support/temporal.ts';
 import {
   BASE,
   conditionsOf,
@@ -127,6 +129,16 @@ describe('proxy create', () => {
       const image = e.env.client.workflow.getHandle<typeof ensureImageWorkflow>(imageId);
       const imageResult: ImageResult = await image.result();
       assert.equal(imageResult.ok, true);
+
+      // A new run is on the patch baseline: one patch marker and one TemporalChangeVersion
+      // upsert in its whole life, where each patch it passed used to add one of each.
+      const history = await h.fetchHistory();
+      assert.deepEqual(patchIds(history), [PROXY_BASELINE_PATCH]);
+      const versionUpserts = (history.events ?? []).filter(
+        (ev) =>
+          ev.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields?.['TemporalChangeVersion'],
+      );
+      assert.equal(versionUpserts.length, 1);
     });
   });
 
@@ -193,13 +205,12 @@ describe('proxy create', () => {
         const creates = f.of<PlacedProxy & { base: unknown }>('createProxyVm');
         assert.deepEqual(creates[0]?.base, { ...BASE, cached: true });
         // Behind its patch (a run whose join result an older worker handled waited on a timer and
-        // replays that way), and with no timer for the wait in this run's history.
-        const events = (await h.fetchHistory()).events ?? [];
-        const patches = events.flatMap((ev) => {
-          const data = ev.markerRecordedEventAttributes?.details?.['patch-data']?.payloads?.[0]?.data;
-          return data ? [(JSON.parse(Buffer.from(data).toString('utf8')) as { id?: string }).id] : [];
-        });
-        assert.ok(patches.includes(JOIN_FINDS_BASE_PATCH), patches.join(', '));
+        // replays that way), which a new run takes as applied with the baseline (no marker of
+        // its own: test/replay/proxy-join-finds-base has one); no timer for the wait in its history.
+        const history = await h.fetchHistory();
+        const events = history.events ?? [];
+        assert.ok(BASELINE_PATCHES.includes(JOIN_FINDS_BASE_PATCH));
+        assert.deepEqual(patchIds(history), [PROXY_BASELINE_PATCH]);
         const createAt = events.findIndex(
           (ev) => ev.activityTaskScheduledEventAttributes?.activityType?.name === 'createProxyVm',
         );

@@ -15,12 +15,12 @@ import {
   allHandlersFinished,
   condition,
   isCancellation,
-  patched,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { ProxyOutcome } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import { ImageWaiter } from '../image-join.ts';
+import { applied, enterBaseline } from './baseline.ts';
 import { finish } from './cleanup.ts';
 import { installHandlers } from './handlers.ts';
 import { healthLoop } from './health-loop.ts';
@@ -34,6 +34,7 @@ import { withResolved } from './status.ts';
 export type { CarriedProxy, ProxyWorkflowInput } from './state.ts';
 
 export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOutcome> {
+  enterBaseline();
   const run = new ProxyRun(input, nowIso());
   const images = new ImageWaiter(workflowInfo().workflowId);
   /** The lifecycle's scope: the delete update cancels it, aborting the work in flight. */
@@ -52,7 +53,7 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
       }
       if (run.status.state !== 'Running') await provision(run, images, r);
       // Runs recorded before the monitor keep their loop; `poll` keeps it for a new run too.
-      if (input.healthLoop !== 'poll' && patched('health-monitor')) await monitorLoop(run, images, r);
+      if (input.healthLoop !== 'poll' && applied('health-monitor')) await monitorLoop(run, images, r);
       else await healthLoop(run, images, r);
     });
   } catch (err) {

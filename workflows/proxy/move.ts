@@ -5,12 +5,13 @@
 // is created elsewhere: never two VMs of one proxy), places the proxy again as at create with the
 // avoided hosts excluded (waiting for capacity if need be), creates and boots it there and goes on
 // Running on the new host. Clients see the gap of one boot and a new address (docs/operator-guide.md).
-import { ApplicationFailure, allHandlersFinished, condition, patched } from '@temporalio/workflow';
+import { ApplicationFailure, allHandlersFinished, condition } from '@temporalio/workflow';
 import type { ProxyMoveRequest } from '../../contracts/host.ts';
 import type { ProxyStatus, ResolvedProxy } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import { rpc } from '../stubs.ts';
+import { applied } from './baseline.ts';
 import { compensate } from './cleanup.ts';
 import { pickAvoiding, provision } from './phases.ts';
 import { nowIso, recordError, setState } from './publish.ts';
@@ -102,7 +103,7 @@ export async function applyMove(run: ProxyRun, images: ImageWaiter, r: ResolvedP
  * `checkpoint-resize` marker) wait as they did.
  */
 export async function mayContinueAsNew(run: ProxyRun): Promise<boolean> {
-  const resizeWakes = patched('checkpoint-resize');
+  const resizeWakes = applied('checkpoint-resize');
   const resizeAsked = () => resizeWakes && run.pendingResize !== undefined;
   await condition(() => allHandlersFinished() || moveAsked(run) || resizeAsked());
   return run.move === undefined && !resizeAsked();

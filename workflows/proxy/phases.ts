@@ -1,7 +1,7 @@
 // The phases that bring a proxy up: resolve its spec, place it on a host (waiting for capacity),
 // ensure the base image there, create the VM and wait until libvirt runs it. Each phase reads and
 // writes the run state (state.ts); a permanent failure is a ProxyFailed, a full host NeedCapacity.
-import { isCancellation, patched, sleep } from '@temporalio/workflow';
+import { isCancellation, sleep } from '@temporalio/workflow';
 import { imageWorkflowId } from '../../contracts/image.ts';
 import type { EnsuredBase } from '../../contracts/image.ts';
 import { CODES } from '../../contracts/errors.ts';
@@ -11,6 +11,7 @@ import type { ResolvedProxy } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import { localReads, poll, rpc } from '../stubs.ts';
+import { applied } from './baseline.ts';
 import { compensate } from './cleanup.ts';
 import { capacityBackoffMs, hostLacks, pickHost, PLACEMENT_NEED_BYTES } from './placement.ts';
 import type { VmNeed } from './placement.ts';
@@ -34,7 +35,7 @@ export const LOCAL_READS_PATCH = 'local-reads';
 export const CREATED_RUNS_PATCH = 'created-runs';
 
 /** The stubs for the reads before the create: local activities in runs from LOCAL_READS_PATCH on. */
-const reads = (): typeof rpc => (patched(LOCAL_READS_PATCH) ? localReads : rpc);
+const reads = (): typeof rpc => (applied(LOCAL_READS_PATCH) ? localReads : rpc);
 
 /** Resolves the spec against the worker's providers file; a bad spec fails the proxy. */
 export async function resolve(input: ProxyWorkflowInput): Promise<ResolvedProxy> {
@@ -152,7 +153,7 @@ export async function ensureBase(
   const workflowId = imageWorkflowId(host, r.entry, r.imageKey);
   // A base already in the pool is used at once; only a miss joins the ensure-image workflow,
   // which a burst of proxies would otherwise queue on (runs recorded before this ask nothing).
-  if (patched('find-cached-base-first')) {
+  if (applied('find-cached-base-first')) {
     try {
       const cached = await reads().findBaseImage({ entry: r.entry, host, key: r.imageKey });
       if (cached !== null) return cached;
@@ -204,14 +205,14 @@ export async function createAndBoot(run: ProxyRun, r: ResolvedProxy, host: strin
   const running = (): void => {
     run.status = markVmRunning(run.status, nowIso());
     // Healthy Unknown (Booting) from the start until a probe passes; runs recorded before keep NotProbed.
-    if (r.health.target !== undefined && patched(HEALTHY_BOOTING_PATCH)) {
+    if (r.health.target !== undefined && applied(HEALTHY_BOOTING_PATCH)) {
       run.status = markBooting(run.status, new Date(startedAtMs).toISOString());
     }
   };
   // libvirt ran the domain when the create started it (domainCreate returned): no poll to ask.
   // A create that found the domain already there polls as before; the monitor notices a VM
   // that stops right after its start (VmLost).
-  if (started && patched(CREATED_RUNS_PATCH)) {
+  if (started && applied(CREATED_RUNS_PATCH)) {
     running();
     return;
   }

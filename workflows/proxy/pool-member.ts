@@ -3,10 +3,11 @@
 // act on held and sent together REPORT_HOLD_MS after the last report, the others at once), and applies the role
 // the pool gives it (in discovery or not). A proxy started outside a pool does neither, so its
 // history is what it was.
-import { CancellationScope, getExternalWorkflowHandle, patched, sleep } from '@temporalio/workflow';
+import { CancellationScope, getExternalWorkflowHandle, sleep } from '@temporalio/workflow';
 import { poolMemberSignal } from '../../contracts/messages.ts';
 import type { MemberReport } from '../../contracts/pool.ts';
 import type { ProxyStatus } from '../../contracts/proxy.ts';
+import { applied } from './baseline.ts';
 import type { ProxyRun } from './state.ts';
 
 /**
@@ -109,8 +110,8 @@ function currentReport(run: ProxyRun, at: string): MemberReport {
   return memberReport(
     run.status,
     at,
-    since !== undefined && patched('member-host-unreachable') ? since : undefined,
-    run.status.exitIp !== undefined && patched('member-exit-ip'),
+    since !== undefined && applied('member-host-unreachable') ? since : undefined,
+    run.status.exitIp !== undefined && applied('member-exit-ip'),
   );
 }
 
@@ -150,7 +151,7 @@ export function reportToPool(run: ProxyRun, at: string): void {
   const report = currentReport(run, at);
   const key = reportKey(report);
   if (key === run.reported) return;
-  if (!patched(REPORT_HOLD_PATCH)) {
+  if (!applied(REPORT_HOLD_PATCH)) {
     run.lastReport = send(run, pool.workflowId, report, key);
     return;
   }
