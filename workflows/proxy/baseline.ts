@@ -1,10 +1,9 @@
 // The proxy workflow's patch baseline. Every `patched()` that a new run calls records a marker and,
 // from the SDK core, an upsert of the `TemporalChangeVersion` search attribute: two history events
 // and a visibility write each, five patches in a plain proxy's life, up to ten in a pool member's
-// with a health target. A run that
-// records PROXY_BASELINE_PATCH (first thing, once) takes every patch asked through `applied()` as
-// applied, with no marker; runs recorded before the baseline ask each patch as they did and
-// replay unchanged. A patch added after the baseline is asked through `applied()` too (recorded by
+// with a health target. A run that records PROXY_BASELINE_PATCH (first thing, once) takes every
+// patch asked through `applied()` as applied, with no marker; runs recorded before the baseline
+// ask each patch as they did and replay unchanged. A patch added after the baseline is asked through `applied()` too (recorded by
 // new runs) until the next baseline. Other workflows that share code with the proxy (the warm-image
 // workflow's ImageWaiter) never enter the baseline, so `applied()` is `patched()` for them.
 import { patched, workflowInfo } from '@temporalio/workflow';
@@ -12,10 +11,7 @@ import { patched, workflowInfo } from '@temporalio/workflow';
 /** The marker of a proxy run that takes the patches below as applied. */
 export const PROXY_BASELINE_PATCH = 'proxy-baseline-2026-12';
 
-/**
- * The patches the baseline takes as applied (named here so a test can check that each one the
- * proxy workflow asks is among them).
- */
+/** The patches the baseline takes as applied: those the proxy workflow asked when it was drawn. */
 export const BASELINE_PATCHES: readonly string[] = [
   'local-reads',
   'proxy-health-keyword',
