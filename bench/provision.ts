@@ -330,6 +330,33 @@ async function benchWorker(
   return { entry, hosts, worker, taskQueue };
 }
 
+/** Starts the bench's proxy `name` (128 MiB, image `imageKey`) on the run's task queue. */
+function startProxy(client: Client, taskQueue: string, entry: string, name: string, imageKey: string) {
+  return client.workflow.start(PROXY_WORKFLOW_TYPE, {
+    workflowId: proxyWorkflowId(entry, name),
+    taskQueue,
+    args: [{ name, entry, imageKey, vm: { memoryMiB: 128 } }],
+  });
+}
+
+/** Asks `h` for its status every `intervalMs` until it is Running (at most 120 s); a Failed one throws. */
+function untilRunning(h: WorkflowHandle, intervalMs: number): Promise<ProxyStatus> {
+  return pollUntil(
+    async () => {
+      const x = await h.query<ProxyStatus>(PROXY_STATUS_QUERY).catch(() => undefined);
+      if (x?.state === 'Failed') throw new Error(`${h.workflowId} failed: ${x.reason}`);
+      return x?.state === 'Running' ? x : undefined;
+    },
+    { timeoutMs: 120_000, intervalMs, what: `${h.workflowId} Running` },
+  );
+}
+
+/** Deletes every proxy of `handles` and waits for their ends, whatever happened before (untimed teardown). */
+async function deleteAll(handles: WorkflowHandle[]): Promise<void> {
+  await Promise.all(handles.map((h) => h.executeUpdate(PROXY_DELETE_UPDATE).catch(() => undefined)));
+  await Promise.all(handles.map((h) => h.result().catch(() => undefined)));
+}
+
 /**
  * Removes the run's base and marker (the deletes removed the rest) from each host, and anything a
  * failed run left; says what could not be removed.
@@ -360,26 +387,13 @@ async function runOneAtATime(
   const handles: WorkflowHandle[] = [];
   try {
     for (let i = 0; i < n; i++) {
-      const name = `s${i}`;
-      const h = await client.workflow.start(PROXY_WORKFLOW_TYPE, {
-        workflowId: proxyWorkflowId(entry, name),
-        taskQueue,
-        args: [{ name, entry, imageKey: 'empty', vm: { memoryMiB: 128 } }],
-      });
+      const h = await startProxy(client, taskQueue, entry, `s${i}`, 'empty');
       handles.push(h);
-      const st = await pollUntil(
-        async () => {
-          const x = await h.query<ProxyStatus>(PROXY_STATUS_QUERY).catch(() => undefined);
-          if (x?.state === 'Failed') throw new Error(`${name} failed: ${x.reason}`);
-          return x?.state === 'Running' ? x : undefined;
-        },
-        { timeoutMs: 120_000, intervalMs: 50, what: `${name} Running` },
-      );
+      const st = await untilRunning(h, 50);
       if (i > 0) times.push(Date.parse(st.runningSince!) - Date.parse(st.createdAt));
     }
   } finally {
-    await Promise.all(handles.map((h) => h.executeUpdate(PROXY_DELETE_UPDATE).catch(() => undefined)));
-    await Promise.all(handles.map((h) => h.result().catch(() => undefined)));
+    await deleteAll(handles);
     await worker.stop();
     await removeLeftovers(hosts, entry);
   }
@@ -399,28 +413,12 @@ async function warmUp(client: Client, taskQueue: string, entry: string, workerPi
   const t0 = performance.now();
   const cpu0 = await cpuSeconds(workerPid);
   const handles = await Promise.all(
-    Array.from({ length: WARM_UP }, (_, i) =>
-      client.workflow.start(PROXY_WORKFLOW_TYPE, {
-        workflowId: proxyWorkflowId(entry, `w${i}`),
-        taskQueue,
-        args: [{ name: `w${i}`, entry, imageKey: 'warm', vm: { memoryMiB: 128 } }],
-      }),
-    ),
+    Array.from({ length: WARM_UP }, (_, i) => startProxy(client, taskQueue, entry, `w${i}`, 'warm')),
   );
   try {
-    for (const h of handles) {
-      await pollUntil(
-        async () => {
-          const x = await h.query<ProxyStatus>(PROXY_STATUS_QUERY).catch(() => undefined);
-          if (x?.state === 'Failed') throw new Error(`warm-up ${h.workflowId} failed: ${x.reason}`);
-          return x?.state === 'Running' ? true : undefined;
-        },
-        { timeoutMs: 120_000, intervalMs: 100, what: `warm-up ${h.workflowId} Running` },
-      );
-    }
+    for (const h of handles) await untilRunning(h, 100);
   } finally {
-    await Promise.all(handles.map((h) => h.executeUpdate(PROXY_DELETE_UPDATE).catch(() => undefined)));
-    await Promise.all(handles.map((h) => h.result().catch(() => undefined)));
+    await deleteAll(handles);
   }
   const lived = performance.now() - t0;
   let prev = await cpuSeconds(workerPid);
@@ -484,13 +482,7 @@ async function runOnce(
   const cpu0 = await cpuSnapshot(cpuOf);
   const t0 = performance.now();
   const handles: WorkflowHandle[] = await Promise.all(
-    names.map((name) =>
-      client.workflow.start(PROXY_WORKFLOW_TYPE, {
-        workflowId: proxyWorkflowId(entry, name),
-        taskQueue,
-        args: [{ name, entry, imageKey: 'empty', vm: { memoryMiB: 128 } }],
-      }),
-    ),
+    names.map((name) => startProxy(client, taskQueue, entry, name, 'empty')),
   );
   const startedMs = performance.now() - t0;
   const running = new Set<string>();

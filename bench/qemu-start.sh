@@ -37,7 +37,7 @@ cleanup() {
   v vol-delete --pool "$POOL" "$NAME.qcow2" >/dev/null 2>&1 || true
   v vol-delete --pool "$POOL" "$NAME.seed" >/dev/null 2>&1 || true
   "$X" exec "$HOST" virt-admin daemon-log-filters "" >/dev/null 2>&1 || true
-  rm -rf "$TMP"
+  rm -rf "$TMP" "$POOL_DIR/$NAME.xml" "$POOL_DIR/$NAME.console.log"
 }
 trap cleanup EXIT
 
@@ -57,7 +57,6 @@ if [ -n "$CPU_ELEMENT" ]; then
   echo "domain XML with $CPU_ELEMENT"
 fi
 cp "$TMP/domain.xml" "$POOL_DIR/$NAME.xml" # the host's virsh reads it from its own mount namespace
-trap 'rm -f "$POOL_DIR/$NAME.xml" "$POOL_DIR/$NAME.console.log"; cleanup' EXIT
 
 # One start through libvirt: prints "qemuCPU libvirtdCPU wallMs" (CPU in clock ticks, 1/100 s).
 libvirt_start() {

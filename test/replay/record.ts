@@ -8,7 +8,8 @@
  *
  * Scenarios: create-delete, capacity-wait, failed-create, cancel-mid-upload, monitor-create-delete
  * (the health monitor's loop: recorded after it came, the others before), join-finds-base (a join
- * that finds the base in the pool: recorded after the `join-finds-base` patch). Each writes
+ * that finds the base in the pool: recorded after the `join-finds-base` patch), baseline-create-delete
+ * (create-delete again on the patch baseline, under its own name). Each writes
  * `<name>.sdk-<version of @temporalio/workflow>.json`, the history as the Temporal CLI prints it
  * (`temporal workflow show --output json`, the form `historyFromJSON` reads and the Web UI
  * downloads); the workflow ID is in its first event. Runs are kept short (a few polls of Running,
@@ -56,7 +57,7 @@ import {
   uniqueId,
   withTimeout,
 } from '../support/temporal.ts';
-import { domainsOf, hostTarget, loadTestHosts, virsh, volumesOf } from '../support/testhosts.ts';
+import { domainsOf, hostTarget, loadTestHosts, removeEntryLeftovers, volumesOf } from '../support/testhosts.ts';
 import { plantVerifiedBase } from '../support/verified-base.ts';
 import { PROXY_BASELINE_PATCH } from '../../workflows/proxy/baseline.ts';
 import type { TestHost } from '../support/testhosts.ts';
@@ -93,11 +94,8 @@ interface Ctx {
  * after a failed recording, any domain or volume of its proxies.
  */
 async function cleanHost(host: TestHost, entry: string): Promise<void> {
-  for (const d of await domainsOf(host, entry)) {
-    await virsh(host, 'destroy', d).catch(() => undefined);
-    await virsh(host, 'undefine', d, '--nvram').catch(() => virsh(host, 'undefine', d));
-  }
-  for (const v of await volumesOf(host, entry)) await virsh(host, 'vol-delete', '--pool', host.pool, v);
+  const left = await removeEntryLeftovers(host, entry);
+  if (left.length > 0) throw new Error(`could not remove from ${host.name}: ${left.join(', ')}`);
 }
 
 /**
@@ -158,11 +156,10 @@ const startProxy = (ctx: Ctx, entry: string, name: string, taskQueue: string, im
     args: [{ name, entry, imageKey }],
   });
 
-/** create → Running (two polls) → delete → Deleted; also the ensure-image run that fetched the base. */
 /**
- * A proxy's life (create → Running → delete) and its image's run. `name` set: the proxy's history
- * alone under that name (the baseline's: a new run records one patch marker, test/replay/README.md),
- * so the histories recorded before the baseline stay as they are.
+ * create → Running (two polls) → delete → Deleted; also the ensure-image run that fetched the base.
+ * `name` set: the proxy's history alone under that name (the baseline's: a new run records one patch
+ * marker, test/replay/README.md), so the histories recorded before the baseline stay as they are.
  */
 async function createDelete(ctx: Ctx, entry: string, name?: string): Promise<void> {
   const host = ctx.hosts[0]!;
