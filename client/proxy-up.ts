@@ -165,7 +165,7 @@ function describeChange(
     say('base image ready');
   }
   if (prev?.conditions.VmRunning.status !== c.VmRunning.status && c.VmRunning.status === 'True') {
-    say('VM running; the guest boots (under TCG this takes about a minute)');
+    say('VM running; waiting for its address and its first health probe');
   }
   if (prev?.ip !== st.ip && st.ip) say(`address ${st.ip}; waiting for Squid to answer the health probe`);
   if (prev?.health.totalFailed !== st.health.totalFailed && st.health.lastError && c.Healthy.status !== 'True') {

@@ -2,11 +2,23 @@
  * The bin/ launchers: each starts its entry point (its `--help` is the entry's own), and each
  * turns Node's compile cache on before the entry's TypeScript is loaded, so the cache directory
  * fills on the first start. The cache is found through XDG_CACHE_HOME, not NODE_COMPILE_CACHE (with
- * which Node would turn it on by itself). NODE_DISABLE_COMPILE_CACHE=1 turns it off.
+ * which Node would turn it on by itself). NODE_DISABLE_COMPILE_CACHE=1 turns it off. Run from a
+ * shell with a clean environment, a launcher uses the project's Node (.local/node) over an older one
+ * on PATH, and without a Node 22 or newer it exits 1 with one line that names the fix.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import {
+  chmodSync,
+  cpSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,7 +51,7 @@ describe('bin/ launchers', { timeout: 60_000 }, () => {
   for (const [name, entry, help] of LAUNCHERS) {
     it(`bin/${name} runs ${entry} with the compile cache on`, async () => {
       const source = readFileSync(join(root, 'bin', name), 'utf8');
-      assert.match(source, /^#!\/usr\/bin\/env node\n/);
+      assert.match(source, /^#!\/bin\/sh\n':' \/\/; \. .*find-node\.sh.* && exec "\$EP_NODE" "\$0" "\$@"\n/);
       assert.ok(source.indexOf("import './compile-cache.mjs'") < source.indexOf(`import('../${entry}')`));
       const dir = cacheDir();
       const { stdout } = await pexec(join(root, 'bin', name), ['--help'], {
@@ -61,8 +73,62 @@ describe('bin/ launchers', { timeout: 60_000 }, () => {
     assert.deepEqual(entries(dir), []);
   });
 
-  it('bin/ holds one launcher per entry point of workers/, and nothing else but the cache module', () => {
-    const launchers = readdirSync(join(root, 'bin')).filter((f) => f !== 'compile-cache.mjs');
+  /**
+   * A copy of bin/ in a scratch root whose workers/ is the checkout's, with `projectNode` (if given)
+   * as its .local/node/bin/node, and a PATH of the system folders after a folder whose `node` claims
+   * to be v20 and fails if run as a script.
+   */
+  const scratch = (projectNode: string | undefined): { root: string; env: NodeJS.ProcessEnv } => {
+    const dir = cacheDir();
+    cpSync(join(root, 'bin'), join(dir, 'bin'), { recursive: true });
+    symlinkSync(join(root, 'workers'), join(dir, 'workers'));
+    symlinkSync(join(root, 'node_modules'), join(dir, 'node_modules'));
+    cpSync(join(root, 'package.json'), join(dir, 'package.json'));
+    for (const f of ['lib', 'contracts', 'activities', 'workflows', 'client', 'api', 'cli', 'runtime', 'dev']) {
+      symlinkSync(join(root, f), join(dir, f));
+    }
+    if (projectNode !== undefined) {
+      mkdirSync(join(dir, '.local/node/bin'), { recursive: true });
+      symlinkSync(projectNode, join(dir, '.local/node/bin/node'));
+    }
+    const oldNode = join(dir, 'old-node');
+    mkdirSync(oldNode);
+    writeFileSync(join(oldNode, 'node'), '#!/bin/sh\n[ "$1" = --version ] && { echo v20.20.2; exit 0; }\nexit 99\n');
+    chmodSync(join(oldNode, 'node'), 0o755);
+    return { root: dir, env: { PATH: `${oldNode}:/usr/bin:/bin`, HOME: dir, XDG_CACHE_HOME: dir } };
+  };
+
+  it('from a clean shell, a launcher runs on the project Node (.local/node), not an older node on PATH', async () => {
+    const { root: dir, env: clean } = scratch(process.execPath);
+    for (const [name, , help] of LAUNCHERS) {
+      const { stdout } = await pexec(join(dir, 'bin', name), ['--help'], { env: clean, timeout: 30_000 });
+      assert.match(stdout, help);
+    }
+  });
+
+  it('without a Node 22 or newer, a launcher exits 1 with one line naming the fix', async () => {
+    const { root: dir, env: clean } = scratch(undefined);
+    for (const [name] of LAUNCHERS) {
+      const err = await pexec(join(dir, 'bin', name), ['--help'], { env: clean, timeout: 30_000 }).then(
+        () => assert.fail(`bin/${name} ran on Node 20`),
+        (e: { code: number; stdout: string; stderr: string }) => e,
+      );
+      assert.equal(err.code, 1);
+      assert.equal(err.stdout, '');
+      const lines = err.stderr.trimEnd().split('\n');
+      assert.equal(lines.length, 1, err.stderr);
+      assert.match(
+        lines[0]!,
+        new RegExp(
+          `^${name}: needs Node\\.js 22 or newer and found v20\\.20\\.2 at .*/old-node/node: run scripts/main or scripts/test once`,
+        ),
+      );
+      assert.ok(lines[0]!.includes(join(dir, '.local/node')), lines[0]);
+    }
+  });
+
+  it('bin/ holds one launcher per entry point of workers/, and nothing else but the cache module and the Node finder', () => {
+    const launchers = readdirSync(join(root, 'bin')).filter((f) => f !== 'compile-cache.mjs' && f !== 'find-node.sh');
     assert.deepEqual(launchers.sort(), LAUNCHERS.map(([name]) => name).sort());
     const entries = readdirSync(join(root, 'workers')).filter((f) => f.endsWith('.ts'));
     assert.deepEqual(entries.sort(), LAUNCHERS.map(([, entry]) => entry.replace('workers/', '')).sort());
