@@ -1,7 +1,8 @@
 // What the API asks of Temporal: the `ProxyStore` and `PoolStore` interfaces routes are written
 // against (a unit test stands in for them), and the visibility query of a list. The real store and every Temporal
 // call behind it are in client/ (client/store.ts, client/proxies.ts, client/pools.ts).
-export { canonicalJson, canonicalSpec } from '../client/proxies.ts';
+export { canonicalJson } from '../contracts/canonical-json.ts';
+export { canonicalSpec } from '../client/proxies.ts';
 export { listQuery } from '../client/store.ts';
 export { poolListQuery } from '../client/pools.ts';
 export type {

@@ -12,6 +12,7 @@ import {
 import type { Client, WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
 import { executionInfoFromRaw } from '@temporalio/client/lib/helpers.js';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { canonicalJson } from '../contracts/canonical-json.ts';
 import {
   poolDeleteUpdate,
   poolPauseUpdate,
@@ -35,7 +36,7 @@ import { SA_PROVIDER_ENTRY, SA_PROXY_POOL } from '../contracts/search-attributes
 import type { poolWorkflow } from '../workflows/pool/index.ts';
 import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
 import { isTemporalUnavailable, TemporalUnavailableError } from './errors.ts';
-import { canonicalJson, STATUS_QUERY_TIMEOUT_MS } from './proxies.ts';
+import { STATUS_QUERY_TIMEOUT_MS } from './proxies.ts';
 
 const ENTRY_KEY = defineSearchAttributeKey(SA_PROVIDER_ENTRY, SearchAttributeType.KEYWORD);
 const POOL_KEY = defineSearchAttributeKey(SA_PROXY_POOL, SearchAttributeType.KEYWORD);

@@ -11,6 +11,7 @@ import {
 } from '@temporalio/client';
 import type { Client, WorkflowExecutionInfo, WorkflowHandle } from '@temporalio/client';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+import { canonicalJson } from '../contracts/canonical-json.ts';
 import { proxyDeleteUpdate, proxyResizeUpdate } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import type { DeleteAccepted, ProxyOutcome, ProxySpec, ProxyStatus, VmSize } from '../contracts/proxy.ts';
@@ -92,23 +93,6 @@ export function specOf(raw: unknown): ProxySpec | undefined {
 /** A stable text of a spec (keys sorted at every level) for comparing two of them. */
 export function canonicalSpec(spec: ProxySpec): string {
   return canonicalJson(spec);
-}
-
-/** JSON with object keys sorted at every level and undefined members left out. */
-export function canonicalJson(value: unknown): string {
-  const sort = (v: unknown): unknown => {
-    if (Array.isArray(v)) return v.map(sort);
-    if (typeof v === 'object' && v !== null) {
-      return Object.fromEntries(
-        Object.keys(v)
-          .sort()
-          .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
-          .map((k) => [k, sort((v as Record<string, unknown>)[k])]),
-      );
-    }
-    return v;
-  };
-  return JSON.stringify(sort(value)) ?? 'undefined';
 }
 
 function first(v: unknown): unknown {

@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import { hostname } from 'node:os';
 import type { Client } from '@temporalio/client';
 import { publishCatalog, withdrawCatalog } from '../client/catalog.ts';
-import { canonicalJson } from '../client/proxies.ts';
+import { canonicalJson } from '../contracts/canonical-json.ts';
 import { CATALOG_REPUBLISH_MS } from '../contracts/catalog.ts';
 import type { Catalog, CatalogPublication } from '../contracts/catalog.ts';
 import type { ProvidersConfig } from '../lib/config/index.ts';

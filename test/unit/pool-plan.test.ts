@@ -284,6 +284,24 @@ describe('rollback targets', () => {
 });
 
 describe('rolling update', () => {
+  it('the same template with its keys in another order, nested too, is no new revision', () => {
+    const sim = readyPool({
+      size: 2,
+      template: { imageKey: 'a', vm: { vcpus: 2, memoryMiB: 1024 }, squid: { port: 3128, mode: 'report' } },
+    });
+    const old = memberNames(sim);
+    update(sim, {
+      template: { squid: { mode: 'report', port: 3128 }, vm: { memoryMiB: 1024, vcpus: 2 }, imageKey: 'a' },
+    });
+    assert.equal(sim.state.revision, 1, 'no new revision');
+    assert.deepEqual(
+      sim.state.revisions.map((r) => r.revision),
+      [1],
+    );
+    assert.deepEqual(sim.pass().actions, [], 'nothing replaced');
+    assert.deepEqual(memberNames(sim), old);
+  });
+
   it('maxSurge 1, maxUnavailable 0: never fewer than N in discovery, never more than N + 1 members', () => {
     const sim = readyPool({ size: 3 });
     const seen = guard(sim, 3, 4);

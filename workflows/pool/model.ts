@@ -1,5 +1,6 @@
 // The pool's state as the workflow keeps it (and carries through continue-as-new), the member
 // predicates every rule reads, and the pure changes messages make to it. No Temporal imports.
+import { canonicalJson } from '../../contracts/canonical-json.ts';
 import type { HostDrainNotice } from '../../contracts/host.ts';
 import { isIdentifier } from '../../contracts/limits.ts';
 import type { MemberReport, MemberRole, PoolFailure, PoolTemplate, ResolvedPoolSpec } from '../../contracts/pool.ts';
@@ -191,11 +192,13 @@ export function newPoolState(spec: ResolvedPoolSpec, at: string, seed = 1): Pool
 
 /**
  * Takes `next` as the pool's spec; a template unlike the current one becomes a new revision (its
- * members replace the others by the rollout's rules). The last 10 revisions are kept, and the
- * stable one whatever its age (the progress deadline rolls back to it).
+ * members replace the others by the rollout's rules). Unlike as the API's same-spec test reads it
+ * (canonicalJson: key order ignored), so a template resent with its keys reordered rolls nothing.
+ * The last 10 revisions are kept, and the stable one whatever its age (the progress deadline rolls
+ * back to it).
  */
 export function applySpec(state: PoolState, next: ResolvedPoolSpec, at: string): void {
-  if (JSON.stringify(next.template) !== JSON.stringify(state.spec.template)) {
+  if (canonicalJson(next.template) !== canonicalJson(state.spec.template)) {
     const revision = Math.max(...state.revisions.map((r) => r.revision)) + 1;
     const all = [...state.revisions, { revision, template: next.template, at }];
     state.revisions = all.filter((r, i) => i >= all.length - 10 || r.revision === state.stableRevision);
