@@ -8,7 +8,7 @@ import type { ProxyOutcome, ResolvedProxy } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import { cleanup, probe } from '../stubs.ts';
-import { unwatchHost } from './monitor-loop.ts';
+import { unwatchHost } from './host-watch.ts';
 import { nowIso, setState } from './publish.ts';
 import type { ProxyFailed, ProxyRun } from './state.ts';
 import { failedError, markDeleted } from './status.ts';

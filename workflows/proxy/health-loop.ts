@@ -1,23 +1,20 @@
 // The Running phase of runs started before the health monitor (monitor-loop.ts), and of those
 // started with `healthLoop: 'poll'`: poll the VM every health interval, fold its address (H3) and
 // a probe (hysteresis) into the status, recreate a VM that is gone on its host, apply a pending
-// resize or move (move.ts), and continue-as-new when the history grows long. Its recreate and
-// resize serve both loops.
-import { condition, isCancellation, makeContinueAsNewFunc, sleep, workflowInfo } from '@temporalio/workflow';
+// resize or move (move.ts), and continue-as-new when the history grows long.
+import { condition, isCancellation, makeContinueAsNewFunc, workflowInfo } from '@temporalio/workflow';
 import { CODES } from '../../contracts/errors.ts';
 import type { ProxyOutcome, ResolvedProxy, VmReading } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
-import { poll, probe, rpc } from '../stubs.ts';
-import { compensate } from './cleanup.ts';
+import { poll, probe } from '../stubs.ts';
 import { afterRead } from './host-reach.ts';
 import { applyMove, mayContinueAsNew, moveAsked } from './move.ts';
-import { createAndBoot, ensureBase } from './phases.ts';
-import { capacityBackoffMs } from './placement.ts';
 import { nowIso, publish, recordError, setState } from './publish.ts';
-import { NeedCapacity, ProxyFailed } from './state.ts';
+import { applyResize, recreate } from './running.ts';
+import { ProxyFailed } from './state.ts';
 import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
-import { applyAddress, applyProbe, markRecreating, vmLost } from './status.ts';
+import { applyAddress, applyProbe, vmLost } from './status.ts';
 
 /** Runs the proxy until it is deleted, cancelled or fails (or continues as new). */
 export async function healthLoop(run: ProxyRun, images: ImageWaiter, proxy: ResolvedProxy): Promise<void> {
@@ -76,59 +73,5 @@ export async function healthLoop(run: ProxyRun, images: ImageWaiter, proxy: Reso
     await condition(() => run.pendingResize !== undefined || moveAsked(run), r.health.intervalMs);
     if (run.pendingResize !== undefined) r = await applyResize(run, r, host);
     if (moveAsked(run)) await applyMove(run, images, r);
-  }
-}
-
-/** Recreates a VM that is gone (`vmState`) on the proxy's host; VM_LOST after maxRecreations. */
-export async function recreate(
-  run: ProxyRun,
-  images: ImageWaiter,
-  r: ResolvedProxy,
-  host: string,
-  vmState: string,
-  at: string,
-): Promise<void> {
-  if (run.status.recreations >= r.health.maxRecreations) {
-    throw new ProxyFailed(
-      CODES.vmLost,
-      `the VM was ${vmState} ${run.status.recreations + 1} times; maxRecreations is ${r.health.maxRecreations}`,
-    );
-  }
-  run.status = markRecreating(run.status, vmState, at);
-  setState(run, 'Provisioning', `the VM was ${vmState}; recreating it on ${host}`);
-  try {
-    const base = await ensureBase(run, images, r, host);
-    await createAndBoot(run, r, host, base);
-  } catch (err) {
-    if (!(err instanceof NeedCapacity)) throw err;
-    // The host's pool is full: the proxy stays on its host (its address and clients are
-    // there), so it waits and tries again; each try counts as a recreation (VM_LOST after).
-    await compensate(run, r);
-    setState(run, 'WaitingForCapacity', `recreating on ${host}: ${err.message}`);
-    await sleep(capacityBackoffMs(run.status.recreations - 1));
-    return;
-  }
-  setState(run, 'Running');
-  run.missedPolls = 0;
-  run.addressedOnce = false;
-}
-
-/** Applies the pending resize (restart included); the loop's next polls see the VM come back. */
-export async function applyResize(run: ProxyRun, r: ResolvedProxy, host: string): Promise<ResolvedProxy> {
-  const next = { ...r, vm: { ...r.vm, ...run.pendingResize! } };
-  let error: string | undefined;
-  try {
-    await rpc.resizeProxyVm({ proxy: next, host });
-    run.resolved = next;
-    run.status = { ...run.status, vm: { ...next.vm } };
-    publish(run);
-    return next;
-  } catch (err) {
-    if (isCancellation(err)) throw err;
-    recordError(run, err);
-    error = failureInfo(err).message;
-    return r;
-  } finally {
-    run.resizeDone(error);
   }
 }

@@ -8,7 +8,6 @@
 import {
   CancellationScope,
   condition,
-  getExternalWorkflowHandle,
   isCancellation,
   makeContinueAsNewFunc,
   proxyActivities,
@@ -18,15 +17,14 @@ import {
 } from '@temporalio/workflow';
 import type { Activities } from '../../activities/index.ts';
 import { CODES } from '../../contracts/errors.ts';
-import { hostMonitorWorkflowId } from '../../contracts/host-monitor.ts';
-import { hostUnwatchSignal } from '../../contracts/messages.ts';
 import type { MonitorInput, MonitorResult } from '../../contracts/health.ts';
 import type { ProxyOutcome, ResolvedProxy } from '../../contracts/proxy.ts';
 import type { ImageWaiter } from '../image-join.ts';
-import { applyResize, recreate } from './health-loop.ts';
+import { unwatchHost } from './host-watch.ts';
 import { afterMonitor } from './host-reach.ts';
 import { applyMove, mayContinueAsNew, moveAsked } from './move.ts';
 import { reportToPool } from './pool-member.ts';
+import { applyResize, recreate } from './running.ts';
 import { nowIso, publishIfChanged, recordError, setState } from './publish.ts';
 import { ProxyFailed } from './state.ts';
 import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
@@ -216,19 +214,4 @@ async function watchOnHost(
   const result: MonitorResult = { reason: v.reason, state: v.state };
   if (v.vmState !== undefined) result.vmState = v.vmState;
   return result;
-}
-
-/**
- * Ends the run's watch at its host's monitor, if it has one (not cancellable); a monitor that is not
- * running has nothing to end. A delete's comes from the way out (cleanup.ts), not from the wait the
- * delete cancelled: there its signal would race the delete update's completion in the history.
- */
-export async function unwatchHost(run: ProxyRun): Promise<void> {
-  const w = run.hostWatch;
-  if (w === undefined) return;
-  run.hostWatch = undefined;
-  const monitor = getExternalWorkflowHandle(hostMonitorWorkflowId(w.entry, w.host));
-  await CancellationScope.nonCancellable(() =>
-    monitor.signal(hostUnwatchSignal, { workflowId: workflowInfo().workflowId, token: w.token }),
-  ).catch(() => undefined);
 }
