@@ -1,8 +1,7 @@
 /**
  * One upload by our client, in a process of its own so that its memory figures are its own.
  * Prints one JSON line: seconds (connect + handshake + upload + confirmed finish), idle and peak
- * RSS in bytes, user and system CPU seconds over the same span. Used by bench/upload-local.ts and
- * bench/upload-ssh-rounds.ts.
+ * RSS in bytes, user and system CPU seconds over the same span. Used by bench/lib/upload-ssh-rounds.ts.
  *
  *   node bench/upload-once.ts --socket PATH --pool NAME --vol NAME --file PATH [--chunk BYTES] [--read-bytes BYTES]
  */

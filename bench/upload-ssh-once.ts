@@ -3,7 +3,7 @@
  * the host's libvirt socket, handshake, STORAGE_VOL_UPLOAD, confirmed finish), in a process of its
  * own so that its memory and CPU figures are its own. Prints one JSON line: seconds (dial to
  * confirmed finish), bytes, idle and peak RSS in bytes, user and system CPU seconds of this
- * process over the same span, and the negotiated cipher. Used by bench/upload-ssh-rounds.ts.
+ * process over the same span, and the negotiated cipher. Used by bench/lib/upload-ssh-rounds.ts.
  *
  *   node bench/upload-ssh-once.ts --host 0 --vol NAME --file PATH [--chunk BYTES] [--read-bytes BYTES] [--cipher NAME]
  *       [--stock-ssh2]

@@ -1,6 +1,6 @@
 /**
- * What the control-plane benchmarks (steady-state.ts, pool.ts) share: a Temporal dev server of
- * their own on a port of their choosing (so its CPU and RSS are the benchmark's alone), a quiet
+ * What the control-plane benchmark (steady-state.ts) uses: a Temporal dev server of its own on
+ * a port of its choosing (so its CPU and RSS are the benchmark's alone), a quiet
  * worker of the project's workflows on it, and the CPU-seconds and RSS of a process from /proc.
  */
 import { spawn } from 'node:child_process';

@@ -4,7 +4,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import type { TestHost } from '../../test/support/testhosts.ts';
-import { sh, sleep } from './run.ts';
+import { sh } from './run.ts';
 
 /** `args` run inside the host's mount and network namespaces. */
 export const inHost = (host: TestHost, ...args: string[]): string[] => [
@@ -36,15 +36,4 @@ export function freshVol(host: TestHost, name: string, sizeMiB: number): void {
   deleteVol(host, name);
   sh(inHost(host, 'virsh', '-q', 'vol-create-as', host.pool, name, `${sizeMiB}M`, '--format', 'raw'));
   settle();
-}
-
-/** Deletes a volume that a dead upload may still hold (libvirtd releases it when the client goes). */
-export async function deleteVolPatiently(host: TestHost, name: string): Promise<void> {
-  for (let i = 0; i < 60; i++) {
-    const argv = inHost(host, 'virsh', '-q', 'vol-delete', '--pool', host.pool, name);
-    const r = spawnSync(argv[0]!, argv.slice(1), { encoding: 'utf8', timeout: 30_000 });
-    if (r.status === 0 || /not found|no storage vol/i.test(r.stderr)) return;
-    await sleep(500);
-  }
-  console.error(`# could not delete ${name}`);
 }

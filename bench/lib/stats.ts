@@ -50,9 +50,6 @@ export function fmtSpread(x: Spread, digits = 3): string {
 export const fmtRange = (x: Spread, digits: number): string =>
   `${x.med.toFixed(digits)} (${x.min.toFixed(digits)}-${x.max.toFixed(digits)})`;
 
-/** Bytes in MiB, `digits` decimals. */
-export const fmtMiB = (bytes: number, digits = 0): string => (bytes / MiB).toFixed(digits);
-
 /** A peak RSS as GNU time reports it (KiB), in MiB. */
 export const fmtRssKiB = (kib: number, digits = 0): string => (kib / 1024).toFixed(digits);
 

@@ -1,7 +1,7 @@
 /**
- * What the one-upload programs (bench/upload-once.ts, bench/upload-ssh-once.ts,
- * bench/upload-trace.ts) share: their upload options, the file as the upload's source, and the
- * measured span (RSS sampled every 10 ms, CPU, seconds) with the JSON line the benches read.
+ * What the one-upload programs (bench/upload-once.ts, bench/upload-ssh-once.ts) share: their
+ * upload options, the file as the upload's source, and the measured span (RSS sampled every 10 ms,
+ * CPU, seconds) with the JSON line the bench reads.
  */
 import { statSync } from 'node:fs';
 import { DEFAULT_UPLOAD_CHUNK_BYTES } from '../../lib/libvirt/upload.ts';
@@ -13,14 +13,12 @@ export const UPLOAD_OPTIONS = {
   file: { type: 'string' },
   chunk: { type: 'string', default: String(DEFAULT_UPLOAD_CHUNK_BYTES) },
   'read-bytes': { type: 'string', default: String(256 * 1024) },
-  source: { type: 'string', default: 'sync' },
 } as const;
 
 interface UploadValues {
   file?: string | undefined;
   chunk: string;
   'read-bytes': string;
-  source: string;
 }
 
 /** Throws `--k is required` for the first of `keys` missing from `values`. */
@@ -30,10 +28,10 @@ export function requireOptions<K extends string>(values: Partial<Record<K, unkno
   }
 }
 
-/** The upload's source (the file in `--read-bytes` pieces, read `--source` sync or async) and its chunk size. */
+/** The upload's source (the file in `--read-bytes` pieces) and its chunk size. */
 export function uploadInput(values: UploadValues): { chunks: AsyncGenerator<Uint8Array>; chunkBytes: number } {
   return {
-    chunks: fileChunks(values.file!, Number(values['read-bytes']), values.source === 'async' ? 'async' : 'sync'),
+    chunks: fileChunks(values.file!, Number(values['read-bytes'])),
     chunkBytes: Number(values.chunk),
   };
 }

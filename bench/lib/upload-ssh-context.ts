@@ -1,7 +1,6 @@
 /**
- * What the SSH upload benchmarks (bench/upload-ssh-rounds.ts, bench/upload-ssh-blackhole.ts and
- * their driver bench/upload-ssh.ts) share: the options every one takes, the test host they upload
- * to, and the file they upload.
+ * What bench/upload-ssh.ts and its rounds (bench/lib/upload-ssh-rounds.ts) share: the options,
+ * the test host they upload to, and the file they upload.
  */
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -22,7 +22,6 @@ export const ROUNDS_OPTIONS = {
   'read-bytes': { type: 'string', default: String(256 * 1024) },
   only: { type: 'string' },
   'stock-ssh2': { type: 'boolean', default: false },
-  source: { type: 'string', default: 'sync' },
   'node-flags': { type: 'string', default: '' },
   'cold-start': { type: 'boolean', default: false },
 } as const;
@@ -35,7 +34,6 @@ export interface RoundsValues {
   'read-bytes': string;
   only?: string | undefined;
   'stock-ssh2': boolean;
-  source: string;
   'node-flags': string;
   'cold-start': boolean;
 }
@@ -142,8 +140,6 @@ export function runRounds(ctx: SshBenchContext, values: RoundsValues, file: stri
         file,
         '--read-bytes',
         values['read-bytes'],
-        '--source',
-        values.source,
         ...args,
       ],
       oursEnv,

@@ -3,7 +3,7 @@
  * and timeouts, a health target and CONNECT destinations on the first host's root-side address),
  * the pool policies such a pool runs with, and the removal of everything of an entry on every
  * path (its pool members' workflows, then its domains and volumes on the hosts). Used by
- * bench/pool-spare.ts and test/e2e/pool.test.ts.
+ * test/e2e/pool.test.ts.
  */
 import type { Client } from '@temporalio/client';
 import type { PoolSpec } from '../../contracts/pool.ts';
