@@ -5,19 +5,17 @@
 # domain defined and started. The VM is the provisioning bench's (128 MiB, an empty 64 MiB qcow2
 # base that never boots).
 #
-#   bench/provision-virsh.sh N PARALLEL [ONE_SESSION]
+#   bench/provision-virsh.sh N PARALLEL
 #
 # N proxies spread round-robin over the test hosts (ep-h1, ep-h2, ... from the test hosts' state),
-# by PARALLEL scripts at once (each creates its share one proxy after another). ONE_SESSION=1
-# runs each proxy's steps in one virsh process (one SSH connection); the default is one virsh
-# process per step, as a plain script would. EP_TESTHOST_ONLY=<name> uses that test host alone.
-# Prints one JSON line: {"n","parallel","oneSession","totalMs","perProxyMs"} (perProxyMs = totalMs x PARALLEL / N: one script's time per proxy).
+# by PARALLEL scripts at once (each creates its share one proxy after another), one virsh process
+# per step, as a plain script would.
+# Prints one JSON line: {"n","parallel","totalMs","perProxyMs"} (perProxyMs = totalMs x PARALLEL / N: one script's time per proxy).
 # Setup (the base upload) and teardown are outside the timing. Needs: test/hosts/testhost up 2.
 set -euo pipefail
 
-N=${1:?usage: bench/provision-virsh.sh N PARALLEL [ONE_SESSION]}
-PARALLEL=${2:?usage: bench/provision-virsh.sh N PARALLEL [ONE_SESSION]}
-ONE_SESSION=${3:-0}
+N=${1:?usage: bench/provision-virsh.sh N PARALLEL}
+PARALLEL=${2:?usage: bench/provision-virsh.sh N PARALLEL}
 STATE=${EP_TESTHOST_STATE:-/var/lib/egress-proxies-testhosts}
 [ -f "$STATE/hosts.json" ] || { echo "no test hosts under $STATE: run test/hosts/testhost up 2" >&2; exit 1; }
 # genisoimage builds the seed, jq reads the host files: installed (as root) when missing.
@@ -25,9 +23,8 @@ source "$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/scripts/env.sh"
 source "$EP_ROOT/scripts/deps.sh"
 ep_apt_packages genisoimage jq || { echo "bench/provision-virsh.sh: genisoimage and jq are needed (apt-get install genisoimage jq)" >&2; exit 1; }
 
-# EP_TESTHOST_ONLY=ep-h1: that host alone (bench/create-steps.ts compares one host with one host).
-if [ -n "${EP_TESTHOST_ONLY:-}" ]; then HOSTFILES=("$STATE/$EP_TESTHOST_ONLY.json"); else HOSTFILES=("$STATE"/ep-h*.json); fi
-[ -f "${HOSTFILES[0]}" ] || { echo "no test host ${EP_TESTHOST_ONLY:-ep-h*} under $STATE" >&2; exit 1; }
+HOSTFILES=("$STATE"/ep-h*.json)
+[ -f "${HOSTFILES[0]}" ] || { echo "no test host ep-h* under $STATE" >&2; exit 1; }
 mapfile -t URIS < <(for f in "${HOSTFILES[@]}"; do jq -r .virshUri "$f"; done)
 mapfile -t NETS < <(for f in "${HOSTFILES[@]}"; do jq -r .network "$f"; done)
 mapfile -t POOLS < <(for f in "${HOSTFILES[@]}"; do jq -r .pool "$f"; done)
@@ -80,15 +77,9 @@ XML
     "define $d/dom.xml"
     "start $name"
   )
-  if [ "$ONE_SESSION" = 1 ]; then
-    local joined
-    joined=$(printf '%s ; ' "${steps[@]}")
-    v "$uri" "${joined% ; }" >/dev/null
-  else
-    local s
-    # shellcheck disable=SC2086 # each step is a virsh command line
-    for s in "${steps[@]}"; do v "$uri" $s >/dev/null; done
-  fi
+  local s
+  # shellcheck disable=SC2086 # each step is a virsh command line
+  for s in "${steps[@]}"; do v "$uri" $s >/dev/null; done
 }
 
 # A script: proxies k, k + PARALLEL, k + 2 x PARALLEL, ... one after another.
@@ -127,4 +118,4 @@ wait
 [ "$fail" = 0 ] || { echo "a script failed" >&2; exit 1; }
 
 total=$(((t1 - t0) / 1000000))
-echo "{\"n\":$N,\"parallel\":$PARALLEL,\"oneSession\":$([ "$ONE_SESSION" = 1 ] && echo true || echo false),\"totalMs\":$total,\"perProxyMs\":$((total * PARALLEL / N))}"
+echo "{\"n\":$N,\"parallel\":$PARALLEL,\"totalMs\":$total,\"perProxyMs\":$((total * PARALLEL / N))}"

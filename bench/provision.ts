@@ -7,7 +7,7 @@
 //
 //   node bench/provision.ts [--n 10] [--n 50] [--n 100] [--hosts 2] [--runs 3] [--virsh]
 //                           [--temporal dev] [--temporal cluster] [--starts 1] [--starts 64] [--timeline]
-//                           [--watch count|query] [--worker-log FILE] [--one-at-a-time] [--worker cold|warm]
+//                           [--worker-log FILE] [--one-at-a-time] [--worker cold|warm]
 //
 // --runs R repeats the whole set R times (alternating the Ns) and prints medians; --virsh runs
 // bench/provision-virsh.sh beside each run (the raw floor: virsh over qemu+ssh://, one proxy at
@@ -17,11 +17,10 @@
 // given alternate within each run, so the two are compared on the same machine state.
 // --starts C sets every host's maxConcurrentStarts (domain starts at once; default one per host CPU);
 // several alternate within each run like the control planes. --timeline prints the first proxy's
-// history until Running, one line per event with its time. --watch: how the bench sees the proxies
-// reach Running: `count` (default) counts them by their state search attribute, one visibility call
-// every 250 ms, and asks each status once at the end; `query` asks every proxy not yet Running for
-// its status every 250 ms (the bench's way before 2026-12-04: those queries run in the worker and
-// the server beside the provisioning they watch). --worker-log appends the worker's log lines (JSON,
+// history until Running, one line per event with its time. The bench sees the proxies reach
+// Running by counting them by their state search attribute (one visibility call every 250 ms) and
+// asks each status once at the end, so that its watching adds no query to the worker and the
+// server beside the provisioning it watches. --worker-log appends the worker's log lines (JSON,
 // one per line) of every run to FILE. --one-at-a-time adds, after each N, ours one proxy at a time
 // (min(N, 10) proxies, each started when the one before is Running, on the dev server): the
 // like-for-like figure beside the virsh script one at a time. --worker: `cold` (default) times the
@@ -61,7 +60,6 @@ const { values } = parseArgs({
     temporal: { type: 'string', multiple: true, default: ['dev'] },
     timeline: { type: 'boolean', default: false },
     starts: { type: 'string', multiple: true },
-    watch: { type: 'string', default: 'count' },
     'worker-log': { type: 'string' },
     'one-at-a-time': { type: 'boolean', default: false },
     worker: { type: 'string', multiple: true, default: ['cold'] },
@@ -75,9 +73,6 @@ const workerStates = values.worker as WorkerState[];
 /** Proxies the warm-up takes through their life before a `--worker warm` run: two per test host. */
 const WARM_UP = 4;
 type Plane = 'dev' | 'cluster';
-if (values.watch !== 'count' && values.watch !== 'query')
-  throw new Error(`--watch must be count or query, got ${values.watch}`);
-const watch = values.watch;
 for (const t of values.temporal) {
   if (t !== 'dev' && t !== 'cluster') throw new Error(`--temporal must be dev or cluster, got ${t}`);
 }
@@ -485,41 +480,28 @@ async function runOnce(
     names.map((name) => startProxy(client, taskQueue, entry, name, 'empty')),
   );
   const startedMs = performance.now() - t0;
-  const running = new Set<string>();
   const statuses = new Map<string, ProxyStatus>();
   const queryStatus = async (nm: string): Promise<ProxyStatus | undefined> => {
     const st = await handles[names.indexOf(nm)]!.query<ProxyStatus>(PROXY_STATUS_QUERY).catch(() => undefined);
-    if (st?.state === 'Running') {
-      running.add(nm);
-      statuses.set(nm, st);
-    }
+    if (st?.state === 'Running') statuses.set(nm, st);
     if (st?.state === 'Failed') throw new Error(`${nm} failed: ${st.reason}`);
     return st;
   };
   const within = { timeoutMs: 60_000 + n * 6_000, intervalMs: 250, what: `${n} proxies Running` };
-  if (watch === 'query') {
-    // Every proxy not yet Running asked for its status four times a second (queries run in the worker).
-    await pollUntil(async () => {
-      await Promise.all(names.filter((nm) => !running.has(nm)).map(queryStatus));
-      return running.size === n ? true : undefined;
-    }, within);
-  } else {
-    // One visibility count four times a second (the state search attribute); the statuses are asked
-    // once, after all are Running (runningSince comes from the status, so the per-proxy figures do
-    // not depend on how the bench watches).
-    const of = `${SA_PROVIDER_ENTRY} = '${entry}'`;
-    await pollUntil(async () => {
-      const [ok, failed] = await Promise.all([
-        client.workflow.count(`${of} AND ${SA_PROXY_STATE} = 'Running'`),
-        client.workflow.count(`${of} AND ${SA_PROXY_STATE} = 'Failed'`),
-      ]);
-      if (failed.count > 0) await Promise.all(names.map(queryStatus));
-      return ok.count === n ? true : undefined;
-    }, within);
-  }
+  // One visibility count four times a second (the state search attribute); the statuses are asked
+  // once, after all are Running (runningSince comes from the status).
+  const of = `${SA_PROVIDER_ENTRY} = '${entry}'`;
+  await pollUntil(async () => {
+    const [ok, failed] = await Promise.all([
+      client.workflow.count(`${of} AND ${SA_PROXY_STATE} = 'Running'`),
+      client.workflow.count(`${of} AND ${SA_PROXY_STATE} = 'Failed'`),
+    ]);
+    if (failed.count > 0) await Promise.all(names.map(queryStatus));
+    return ok.count === n ? true : undefined;
+  }, within);
   const allRunningMs = performance.now() - t0;
   const cpu1 = await cpuSnapshot(cpuOf);
-  if (watch === 'count') await Promise.all(names.map(queryStatus));
+  await Promise.all(names.map(queryStatus));
   const rpcRunning = worker.lines.filter((l) => l.includes('"libvirt call')).length - rpcBefore;
   // Each domain start's own call (QEMU starting, on the host), from the worker's line per libvirt call.
   const domainStarts = worker.lines
