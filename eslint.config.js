@@ -78,6 +78,20 @@ const ZONES = [
   },
 ];
 
+/** What workflows may import: deterministic code only. */
+const WORKFLOW_IMPORTS = {
+  paths: nodeBuiltins.map((name) => ({ name, message: 'Workflows are deterministic: no node builtins.' })),
+  patterns: [
+    {
+      regex: '^(?!@temporalio/workflow$|@temporalio/common$|\\.{1,2}/)',
+      message: 'Workflows may import only @temporalio/workflow, workflow-local files and the plain-JSON shared types.',
+    },
+  ],
+};
+
+/** The pinned long-lived workflows (contracts/versioning.ts): no patches, continue-as-new onto the current build. */
+const PINNED_LONG_LIVED = ['workflows/proxy/**/*.ts', 'workflows/pool/**/*.ts', 'workflows/host-monitor.ts'];
+
 export default tseslint.config(
   { ignores: ['node_modules/**', '.local/**', '.data/**', 'eslint.config.js'] },
   js.configs.recommended,
@@ -110,16 +124,28 @@ export default tseslint.config(
   },
   {
     files: ['workflows/**/*.ts'],
+    rules: { 'no-restricted-imports': ['error', WORKFLOW_IMPORTS] },
+  },
+  {
+    files: PINNED_LONG_LIVED,
     rules: {
       'no-restricted-imports': [
         'error',
         {
-          paths: nodeBuiltins.map((name) => ({ name, message: 'Workflows are deterministic: no node builtins.' })),
-          patterns: [
+          ...WORKFLOW_IMPORTS,
+          paths: [
+            ...WORKFLOW_IMPORTS.paths,
             {
-              regex: '^(?!@temporalio/workflow$|@temporalio/common$|\\.{1,2}/)',
+              name: '@temporalio/workflow',
+              importNames: ['patched', 'deprecatePatch'],
               message:
-                'Workflows may import only @temporalio/workflow, workflow-local files and the plain-JSON shared types.',
+                'Pinned runs never replay another build, so they need no patch (docs/temporal.md, "Upgrading workers").',
+            },
+            {
+              name: '@temporalio/workflow',
+              importNames: ['continueAsNew', 'makeContinueAsNewFunc'],
+              message:
+                'A pinned long-lived run continues as new onto the current build: continueOntoCurrentBuild (workflows/upgrade.ts).',
             },
           ],
         },

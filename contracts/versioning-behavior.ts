@@ -3,5 +3,5 @@
 
 export type WorkflowVersioningBehavior = 'AUTO_UPGRADE' | 'PINNED';
 
-/** The behavior a versioned worker gives a type without its own (the long-lived ones' and the safe one). */
-export const DEFAULT_VERSIONING_BEHAVIOR: WorkflowVersioningBehavior = 'AUTO_UPGRADE';
+/** The behavior a versioned worker gives a type without its own: pinned, which never replays another build's run. */
+export const DEFAULT_VERSIONING_BEHAVIOR: WorkflowVersioningBehavior = 'PINNED';

@@ -1,8 +1,8 @@
 // The worker's Worker Versioning options (docs/temporal.md, "Upgrading workers"):
 // --deployment-name / --build-id (or EP_WORKER_DEPLOYMENT_NAME / EP_WORKER_BUILD_ID) become the
 // SDK's `workerDeploymentOptions`: the worker polls as that version of that Worker Deployment, and
-// runs without a behavior of their own auto-upgrade (contracts/versioning.ts: the long-lived proxy,
-// pool, host and catalog runs; the short ones are pinned by their workflow definitions). Neither
+// each workflow type's behavior is on its definition (contracts/versioning.ts; a type without one is
+// pinned). Neither
 // given: an unversioned worker, as before. A flag wins over its variable.
 import type { ParseArgsConfig } from 'node:util';
 import { DEFAULT_VERSIONING_BEHAVIOR } from '../contracts/versioning-behavior.ts';

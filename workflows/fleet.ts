@@ -2,7 +2,7 @@
 // (our marked domains whose proxy has no open workflow and that are older than the minimum age,
 // then per-proxy volumes without a domain that carry our owner record, by the same rules)
 // and provider health (every host's survey, which operators and placement read).
-import { patched, setHandler } from '@temporalio/workflow';
+import { setHandler } from '@temporalio/workflow';
 import { CODES } from '../contracts/errors.ts';
 import type { GcHostResult, GcResult, ProviderHealthResult } from '../contracts/fleet.ts';
 import { gcResultQuery, healthResultQuery } from '../contracts/messages.ts';
@@ -36,8 +36,7 @@ export async function orphanGcWorkflow(input: { minAgeMs: number }): Promise<GcR
           else throw err;
         }
       }
-      // Runs recorded before the GC collected volumes did not list them.
-      if (patched('gc-proxy-volumes')) r.volumes = await collectVolumes(entry, host, input.minAgeMs);
+      r.volumes = await collectVolumes(entry, host, input.minAgeMs);
     } catch (err) {
       const f = failureInfo(err);
       r.error = `${f.code}: ${f.message}`;

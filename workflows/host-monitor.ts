@@ -7,18 +7,12 @@
 // activity returns hourly (a new worker build takes it up), when the history grows long (asked
 // through the query's answer) or after a minute with nothing to watch; the run then continues as
 // new with the watches and their counters, or ends when none are left.
-import {
-  allHandlersFinished,
-  condition,
-  continueAsNew,
-  proxyActivities,
-  setHandler,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { allHandlersFinished, condition, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities/index.ts';
 import type { HostMonitorWorkflowInput, HostWatch, WatchState } from '../contracts/host-monitor.ts';
 import { hostUnwatchSignal, hostWatchesQuery, hostWatchSignal } from '../contracts/messages.ts';
 import { CHECKPOINT_MS, monitorHeartbeatTimeoutMs } from './proxy/monitor-loop.ts';
+import { continueOntoCurrentBuild } from './upgrade.ts';
 
 /** The history length past which the activity is asked to return so the run continues as new. */
 export const HOST_MONITOR_HISTORY_LIMIT = 4_000;
@@ -83,7 +77,12 @@ export async function hostMonitorWorkflow(input: HostMonitorWorkflowInput): Prom
     }
     if (res.reason === 'Checkpoint' || long()) {
       await condition(allHandlersFinished);
-      await continueAsNew<typeof hostMonitorWorkflow>({ entry, host, watches: [...watches.values()], states });
+      await continueOntoCurrentBuild<typeof hostMonitorWorkflow>()({
+        entry,
+        host,
+        watches: [...watches.values()],
+        states,
+      });
     }
   }
 }

@@ -7,15 +7,7 @@
 import { CancellationScope, condition, getExternalWorkflowHandle, setHandler } from '@temporalio/workflow';
 import type { ImageResult, ImageWorkflowInput } from '../contracts/image.ts';
 import { imageLeaveSignal, imageReadySignal } from '../contracts/messages.ts';
-import { applied } from './proxy/baseline.ts';
 import { rpc } from './stubs.ts';
-
-/**
- * The patch behind which a join that found the base in the pool is the result at once. A run whose
- * join result was handled by a worker from before it waited for the signal (a timer in its history)
- * and replays that way.
- */
-export const JOIN_FINDS_BASE_PATCH = 'join-finds-base';
 
 export class ImageWaiter {
   private readonly waiter: string;
@@ -37,16 +29,14 @@ export class ImageWaiter {
   /**
    * Joins the ensure-image workflow `workflowId` for `image`; a result it gave before is forgotten.
    * When the join found the base already in the pool (the activity looks after joining) that is
-   * the result at once: no wait for the workflow's signal (runs recorded before the activity
-   * looked have no base in its result, and runs before {@link JOIN_FINDS_BASE_PATCH} ignored it:
-   * both wait, as they did).
+   * the result at once: no wait for the workflow's signal.
    */
   async join(workflowId: string, image: ImageWorkflowInput): Promise<void> {
     this.results.delete(workflowId);
     this.joined.add(workflowId);
     this.lastJoined = workflowId;
     const found = await rpc.joinImage({ workflowId, image, waiter: this.waiter });
-    if (found != null && !this.results.has(workflowId) && applied(JOIN_FINDS_BASE_PATCH)) {
+    if (found != null && !this.results.has(workflowId)) {
       this.results.set(workflowId, { ok: true, base: found, workflowId });
     }
   }

@@ -10,7 +10,6 @@ import {
   SA_PROXY_STATE,
 } from '../contracts/search-attributes.ts';
 import type { ProxyStatus } from '../contracts/proxy.ts';
-import { applied } from './proxy/baseline.ts';
 
 export const PROXY_STATE_KEY = defineSearchAttributeKey(SA_PROXY_STATE, SearchAttributeType.KEYWORD);
 export const PROXY_HEALTHY_KEY = defineSearchAttributeKey(SA_PROXY_HEALTHY, SearchAttributeType.BOOL);
@@ -18,19 +17,12 @@ export const PROVIDER_ENTRY_KEY = defineSearchAttributeKey(SA_PROVIDER_ENTRY, Se
 export const PROXY_HOST_KEY = defineSearchAttributeKey(SA_PROXY_HOST, SearchAttributeType.KEYWORD);
 export const PROXY_HEALTH_KEY = defineSearchAttributeKey(SA_PROXY_HEALTH, SearchAttributeType.KEYWORD);
 
-/** The patch that adds ProxyHealth (True/False/Unknown) to the upsert; runs recorded before it replay without. */
-export const PROXY_HEALTH_PATCH = 'proxy-health-keyword';
-
 export function upsertProxySearchAttributes(st: ProxyStatus): void {
-  const pairs = [
+  upsertSearchAttributes([
     { key: PROXY_STATE_KEY, value: st.state },
     { key: PROXY_HEALTHY_KEY, value: st.conditions.Healthy.status === 'True' },
     { key: PROVIDER_ENTRY_KEY, value: st.entry },
     { key: PROXY_HOST_KEY, value: st.host ?? null },
-  ];
-  if (applied(PROXY_HEALTH_PATCH)) {
-    upsertSearchAttributes([...pairs, { key: PROXY_HEALTH_KEY, value: st.conditions.Healthy.status }]);
-    return;
-  }
-  upsertSearchAttributes(pairs);
+    { key: PROXY_HEALTH_KEY, value: st.conditions.Healthy.status },
+  ]);
 }

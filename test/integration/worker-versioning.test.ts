@@ -1,9 +1,11 @@
 /**
- * Worker Versioning on a real server: two builds of the worker (runtime/versioning.ts's options,
- * build IDs b1 and b2 of one Worker Deployment) on one task queue, the versioned worker's bundle
+ * Worker Versioning on a real server: builds of the worker (runtime/versioning.ts's options,
+ * build IDs b1, b2, b3 of one Worker Deployment) on one task queue, the versioned worker's bundle
  * (workflows/versioned.ts: each workflow's behavior set by workflows/versioning.ts). Runs started while b1 is current: a
- * catalog run (long-lived: auto-upgrade) and a smoke run on a timer (short: pinned). Once b2 is made current, the
- * catalog run's next task is b2's, and the smoke run finishes on b1.
+ * catalog run (auto-upgrade) and a smoke run on a timer (pinned). Once b2 is made current, the
+ * catalog run's next task is b2's, and the smoke run finishes on b1. Then a pool run (pinned, long-lived) started on
+ * b2: once b3 is current it stays on b2 until its next pass continues it as new, and the new run is pinned to b3
+ * (upgrade on continue-as-new, workflows/upgrade.ts).
  *
  * Against the dev server (`scripts/temporal up`, at TEMPORAL_ADDRESS) and the cluster mode (started
  * by test/support/temporal-cluster.ts's clusterUp, as temporal-cluster-tls.test.ts starts it; mTLS).
@@ -17,9 +19,11 @@ import { smokeGreet } from '../../activities/smoke.ts';
 import { temporalSettings } from '../../client/connection.ts';
 import type { TemporalSettings } from '../../client/connection.ts';
 import { CATALOG_WORKFLOW_TYPE, catalogWithdrawSignal } from '../../contracts/catalog.ts';
+import { poolScaleUpdate } from '../../contracts/messages.ts';
+import { POOL_WORKFLOW_TYPE } from '../../contracts/pool.ts';
 import { SMOKE_WORKFLOW_TYPE } from '../../contracts/smoke.ts';
 import { workerVersioning } from '../../runtime/versioning.ts';
-import type { catalogWorkflow, smokeWorkflow } from '../../workflows/index.ts';
+import type { catalogWorkflow, poolWorkflow, smokeWorkflow } from '../../workflows/index.ts';
 import {
   connectClient,
   connectWorker,
@@ -210,6 +214,74 @@ function suite(server: string, connect: () => Promise<TemporalSettings>): void {
           .map((e) => e.workflowTaskCompletedEventAttributes?.deploymentVersion?.buildId);
         assert.ok(completedBy.length >= 2, 'the pinned run had tasks before and after the switch');
         assert.deepEqual(new Set(completedBy), new Set(['b1']), "every task of the pinned run was b1's");
+      },
+    );
+
+    it(
+      'a pinned pool run stays on its build; its continue-as-new starts the next run on the new current build',
+      { timeout: TEST_TIMEOUT_MS },
+      async () => {
+        // b2 is current (the test above made it so).
+        const pool = await client.workflow.start<typeof poolWorkflow>(POOL_WORKFLOW_TYPE, {
+          taskQueue,
+          workflowId: uniqueId('pool/versioning'),
+          args: [{ spec: { entry: 'versioning', name: 'p', size: 0, template: { imageKey: 'none' } } }],
+        });
+        stops.push(async () => {
+          await pool.terminate('worker-versioning test done');
+        });
+        const firstRunId = pool.firstExecutionRunId;
+        await pollUntil(async () => ((await versioning(pool.workflowId)).buildId === 'b2' ? true : undefined), {
+          timeoutMs: 30_000,
+          what: "the pool run's first task on b2",
+        });
+        assert.deepEqual(await versioning(pool.workflowId), { buildId: 'b2', behavior: 'PINNED' });
+
+        await startBuild('b3');
+        // Each scale update is a task of the run; the first pass that sees the newer current build
+        // continues as new. Bounded: one update every 2 s for 60 s.
+        let updates = 0;
+        const latestRun = async () =>
+          (
+            await client.workflowService.describeWorkflowExecution({
+              namespace: settings.namespace,
+              execution: { workflowId: pool.workflowId },
+            })
+          ).workflowExecutionInfo?.execution?.runId ?? undefined;
+        await pollUntil(
+          async () => {
+            if ((await latestRun()) !== firstRunId) return true;
+            await pool.executeUpdate(poolScaleUpdate, { args: [{ size: 0 }] });
+            updates++;
+            return undefined;
+          },
+          { timeoutMs: 60_000, intervalMs: 2_000, what: 'the pool run to continue as new after b3 became current' },
+        );
+        process.stderr.write(`worker-versioning: the pool run continued as new after ${updates} update(s)\n`);
+
+        const first = client.workflow.getHandle(pool.workflowId, firstRunId);
+        const firstEvents = (await first.fetchHistory()).events ?? [];
+        assert.ok(
+          firstEvents.at(-1)?.workflowExecutionContinuedAsNewEventAttributes,
+          'the first run ended by continuing as new',
+        );
+        const firstBy = firstEvents
+          .filter((e) => e.workflowTaskCompletedEventAttributes)
+          .map((e) => e.workflowTaskCompletedEventAttributes?.deploymentVersion?.buildId);
+        assert.deepEqual(new Set(firstBy), new Set(['b2']), "every task of the first run was b2's (pinned)");
+
+        const next = await pollUntil(
+          async () => {
+            const v = await versioning(pool.workflowId);
+            return v.buildId === 'b3' ? v : undefined;
+          },
+          { timeoutMs: 30_000, what: "the new run's first task on b3" },
+        );
+        assert.deepEqual(next, { buildId: 'b3', behavior: 'PINNED' });
+        const nextBy = ((await client.workflow.getHandle(pool.workflowId).fetchHistory()).events ?? [])
+          .filter((e) => e.workflowTaskCompletedEventAttributes)
+          .map((e) => e.workflowTaskCompletedEventAttributes?.deploymentVersion?.buildId);
+        assert.deepEqual(new Set(nextBy), new Set(['b3']), "every task of the new run is b3's");
       },
     );
   });

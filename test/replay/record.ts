@@ -7,9 +7,9 @@
  *   node test/replay/record.ts [scenario ...]     default: every scenario
  *
  * Scenarios: create-delete, capacity-wait, failed-create, cancel-mid-upload, monitor-create-delete
- * (the health monitor's loop: recorded after it came, the others before), join-finds-base (a join
- * that finds the base in the pool: recorded after the `join-finds-base` patch), baseline-create-delete
- * (create-delete again on the patch baseline, under its own name). Each writes
+ * (the health monitor's loop), join-finds-base (a join that finds the base in the pool),
+ * carried-create-delete (a run that began from carried state: its predecessor continued as new at
+ * a checkpoint). Each writes
  * `<name>.sdk-<version of @temporalio/workflow>.json`, the history as the Temporal CLI prints it
  * (`temporal workflow show --output json`, the form `historyFromJSON` reads and the Web UI
  * downloads); the workflow ID is in its first event. Runs are kept short (a few polls of Running,
@@ -52,14 +52,12 @@ import {
   connectClient,
   connectWorker,
   installTestRuntime,
-  patchIds,
   pollUntil,
   uniqueId,
   withTimeout,
 } from '../support/temporal.ts';
 import { domainsOf, hostTarget, loadTestHosts, removeEntryLeftovers, volumesOf } from '../support/testhosts.ts';
 import { plantVerifiedBase } from '../support/verified-base.ts';
-import { PROXY_BASELINE_PATCH } from '../../workflows/proxy/baseline.ts';
 import type { TestHost } from '../support/testhosts.ts';
 
 const pexec = promisify(execFile);
@@ -74,7 +72,7 @@ const SCENARIOS = [
   'cancel-mid-upload',
   'monitor-create-delete',
   'join-finds-base',
-  'baseline-create-delete',
+  'carried-create-delete',
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -149,19 +147,22 @@ async function withWorker<T>(
   }
 }
 
-const startProxy = (ctx: Ctx, entry: string, name: string, taskQueue: string, imageKey: string) =>
+const startProxy = (
+  ctx: Ctx,
+  entry: string,
+  name: string,
+  taskQueue: string,
+  imageKey: string,
+  extra: Record<string, unknown> = {},
+) =>
   ctx.client.workflow.start(PROXY_WORKFLOW_TYPE, {
     workflowId: proxyWorkflowId(entry, name),
     taskQueue,
-    args: [{ name, entry, imageKey }],
+    args: [{ name, entry, imageKey, ...extra }],
   });
 
-/**
- * create → Running (two polls) → delete → Deleted; also the ensure-image run that fetched the base.
- * `name` set: the proxy's history alone under that name (the baseline's: a new run records one patch
- * marker, test/replay/README.md), so the histories recorded before the baseline stay as they are.
- */
-async function createDelete(ctx: Ctx, entry: string, name?: string): Promise<void> {
+/** create → Running (two polls) → delete → Deleted; also the ensure-image run that fetched the base. */
+async function createDelete(ctx: Ctx, entry: string): Promise<void> {
   const host = ctx.hosts[0]!;
   const url = ctx.mirror.serve(`/${entry}/empty.qcow2`, ctx.image);
   const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [host], images: { empty: { url } } });
@@ -173,12 +174,6 @@ async function createDelete(ctx: Ctx, entry: string, name?: string): Promise<voi
     await handle.executeUpdate(PROXY_DELETE_UPDATE);
     const outcome = (await withTimeout(handle.result(), 120_000, 'delete')) as ProxyOutcome;
     assert.equal(outcome.state, 'Deleted');
-    if (name !== undefined) {
-      const patches = patchIds(await handle.fetchHistory());
-      assert.deepEqual(patches, [PROXY_BASELINE_PATCH], `the run's patch markers: ${patches.join(', ')}`);
-      await save(name, handle.workflowId, 'create → Running → delete on the patch baseline');
-      return;
-    }
     await save('proxy-create-delete', handle.workflowId, 'create → Running → delete');
     await save(
       'image-ensure',
@@ -391,11 +386,43 @@ async function joinFindsBase(ctx: Ctx, entry: string): Promise<void> {
   );
 }
 
+/**
+ * A run that began from carried state: the proxy's monitor checkpoints after two polls, the run
+ * continues as new with its status carried (Running, no new VM), the new run watches again →
+ * delete → Deleted. The history saved is the new run's.
+ */
+async function carriedCreateDelete(ctx: Ctx, entry: string): Promise<void> {
+  const host = ctx.hosts[0]!;
+  const url = ctx.mirror.serve(`/${entry}/empty.qcow2`, ctx.image);
+  const config = fleetConfig({ entry, ownerUid: `uid-${run}`, hosts: [host], images: { empty: { url } } });
+  const taskQueue = uniqueId('record-ccd');
+  await withWorker(ctx, config, taskQueue, async () => {
+    const handle = await startProxy(ctx, entry, 'p1', taskQueue, 'empty', { continueAsNewAfterPolls: 2 });
+    const first = handle.firstExecutionRunId;
+    await pollUntil(
+      async () => {
+        const d = await ctx.client.workflow.getHandle(handle.workflowId).describe();
+        return d.runId !== first ? true : undefined;
+      },
+      { timeoutMs: 120_000, intervalMs: 500, what: 'the proxy run to continue as new at its checkpoint' },
+    );
+    const carried = ctx.client.workflow.getHandle(handle.workflowId);
+    await waitState(ctx, carried, 'Running', 60_000);
+    await new Promise((resolve) => setTimeout(resolve, 1_500)); // the new run's watch under way
+    await carried.executeUpdate(PROXY_DELETE_UPDATE);
+    const outcome = (await withTimeout(carried.result(), 120_000, 'delete')) as ProxyOutcome;
+    assert.equal(outcome.state, 'Deleted');
+    const started = (await carried.fetchHistory()).events?.[0]?.workflowExecutionStartedEventAttributes;
+    assert.equal(started?.continuedExecutionRunId, first, 'the saved run is the continued one');
+    await save('proxy-carried', handle.workflowId, 'carried → Running (monitor) → delete');
+  });
+}
+
 const RUNNERS: Record<Scenario, (ctx: Ctx, entry: string) => Promise<void>> = {
   'join-finds-base': joinFindsBase,
   'monitor-create-delete': monitorCreateDelete,
   'create-delete': (ctx, entry) => createDelete(ctx, entry),
-  'baseline-create-delete': (ctx, entry) => createDelete(ctx, entry, 'proxy-baseline-create-delete'),
+  'carried-create-delete': carriedCreateDelete,
   'capacity-wait': capacityWait,
   'failed-create': failedCreate,
   'cancel-mid-upload': cancelMidUpload,

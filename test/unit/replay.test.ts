@@ -21,21 +21,8 @@ import { WORKFLOWS_PATH, installTestRuntime } from '../support/temporal.ts';
 
 const REPLAY_DIR = fileURLToPath(new URL('../replay/', import.meta.url));
 const HISTORY_FILE = /^(?<name>[a-z0-9-]+)\.sdk-(?<sdk>\d+\.\d+\.\d+)\.json$/;
-/** The runs that must be replayed (a proxy's life, its failures, its move, a pool's, a host's drain); each must have a history. */
-const REQUIRED = [
-  'proxy-create-delete',
-  'proxy-local-reads',
-  'proxy-join-finds-base',
-  'proxy-baseline-create-delete',
-  'proxy-capacity-wait',
-  'proxy-failed-create',
-  'proxy-cancel-mid-upload',
-  'pool-rollout',
-  'pool-replace-rollback',
-  'pool-host-drain',
-  'proxy-move',
-  'host-drain',
-];
+/** The runs that must be replayed (a proxy's life, a pool's, a host's drain); each must have a history. */
+const REQUIRED = ['proxy-baseline-create-delete', 'pool-rollout', 'pool-host-drain', 'host-drain'];
 
 interface RecordedHistory {
   file: string;

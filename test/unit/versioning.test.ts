@@ -1,8 +1,8 @@
 /**
  * Worker Versioning options (runtime/versioning.ts): flags and variables become the SDK's
  * workerDeploymentOptions (a flag over its variable, the bundle's key as the default build ID),
- * bad input is refused naming the option; and every workflow type has a versioning behavior, the
- * long-lived ones auto-upgrading (contracts/versioning.ts). That the servers route tasks by it is
+ * bad input is refused naming the option; and every workflow type has a versioning behavior
+ * (contracts/versioning.ts). That the servers route tasks by it is
  * shown in docs/temporal.md's "Upgrading workers" (the servers tested).
  */
 import assert from 'node:assert/strict';
@@ -29,12 +29,12 @@ describe('workerVersioning', () => {
     assert.equal(workerVersioning(parse([]), {}), undefined);
     assert.equal(workerVersioning(parse([]), { EP_WORKER_DEPLOYMENT_NAME: '', EP_WORKER_BUILD_ID: '' }), undefined);
   });
-  it('flags become the SDK options, auto-upgrade by default', () => {
+  it('flags become the SDK options, pinned by default', () => {
     const v = workerVersioning(parse(['--deployment-name', 'egress-proxies', '--build-id', '1.4.0-2f6beeb']), {});
     assert.deepEqual(v, {
       version: { deploymentName: 'egress-proxies', buildId: '1.4.0-2f6beeb' },
       useWorkerVersioning: true,
-      defaultVersioningBehavior: 'AUTO_UPGRADE',
+      defaultVersioningBehavior: 'PINNED',
     });
     // The shape is the SDK's own type (compile-time check: a drift in the SDK's type fails tsc here).
     const sdk: WorkerDeploymentOptions | undefined = v satisfies WorkerVersioning | undefined;
@@ -82,10 +82,11 @@ describe('WORKFLOW_VERSIONING', () => {
   it('names every exported workflow type, and nothing else', () => {
     assert.deepEqual(Object.keys(WORKFLOW_VERSIONING).sort(), Object.keys(workflows).sort());
   });
-  it('the long-lived runs auto-upgrade, short ones are pinned', () => {
-    for (const t of [PROXY_WORKFLOW_TYPE, POOL_WORKFLOW_TYPE, HOST_WORKFLOW_TYPE, HOST_MONITOR_WORKFLOW_TYPE]) {
-      assert.equal(WORKFLOW_VERSIONING[t], 'AUTO_UPGRADE', t);
+  it('proxies, pools and host monitors are pinned (they move at continue-as-new), hosts auto-upgrade, short runs are pinned', () => {
+    for (const t of [PROXY_WORKFLOW_TYPE, POOL_WORKFLOW_TYPE, HOST_MONITOR_WORKFLOW_TYPE]) {
+      assert.equal(WORKFLOW_VERSIONING[t], 'PINNED', t);
     }
+    assert.equal(WORKFLOW_VERSIONING[HOST_WORKFLOW_TYPE], 'AUTO_UPGRADE');
     for (const t of [IMAGE_WORKFLOW_TYPE, SMOKE_WORKFLOW_TYPE]) assert.equal(WORKFLOW_VERSIONING[t], 'PINNED', t);
   });
 });

@@ -4,15 +4,7 @@
 // a rollout that stalls, and rotates members by age. Members are proxy workflows it starts
 // (`proxy/<entry>/<pool>-<suffix>`) that report their changes back by signal, so a pool at rest
 // records nothing. The rules are the pure reconciler's (plan.ts); this file applies them.
-import {
-  ApplicationFailure,
-  allHandlersFinished,
-  condition,
-  continueAsNew,
-  patched,
-  setHandler,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { ApplicationFailure, allHandlersFinished, condition, setHandler, workflowInfo } from '@temporalio/workflow';
 import {
   poolDeleteUpdate,
   poolHostDrainSignal,
@@ -32,39 +24,23 @@ import { applyDrainNotice, applyReport, applySpec, newPoolState, nextRandom, rec
 import { rollbackTo, seedOf } from './plan.ts';
 import { poolStatus, rollbackTarget, specOfState } from './status.ts';
 import { apply, audit, AUDIT_INTERVAL_MS, publishPool } from './effects.ts';
+import { retired } from '../retiring.ts';
+import { continueOntoCurrentBuild, newerBuildCurrent } from '../upgrade.ts';
 
-/**
- * Host maintenance: drain notices from host workflows and the host-failure rule. Runs recorded
- * before it replay without either (a drain signal there was dropped; reports with
- * hostUnreachableSince were read as health).
- */
+// The patches that runs from before 0.2.0 recorded, accepted where they recorded them
+// (../retiring.ts): host maintenance (drain notices, the host-failure rule), member starts in the
+// background, the start window, an audit that leaves unstarted members alone, and passing on until
+// the starts settle once due to continue as new.
 export const POOL_HOSTS_PATCH = 'pool-host-maintenance';
-/**
- * A pass does not wait for its members' starts (a start that fails pokes the next pass), so the
- * serving signals of members that came up are not held back by a large batch of starts.
- */
 export const POOL_BACKGROUND_STARTS_PATCH = 'pool-background-starts';
-/**
- * At most `startWindow` member starts in flight; the others wait in the workflow for a slot. A
- * scale-up of 1,000 that scheduled 1,000 activities at once made the pool's mutable state carry
- * 1,000 pending activities, rewritten by the server on every member's report: its tasks stalled
- * for minutes (docs/benchmarks.md, "N = 1,000").
- */
 export const POOL_START_WINDOW_PATCH = 'pool-start-window';
-/** The audit leaves members alone until their start went through (effects.ts audit). */
 export const POOL_AUDIT_STARTED_PATCH = 'pool-audit-started';
-/**
- * Once due to continue as new, the run goes on passing (members that came up are still told to
- * serve) until its queued and in-flight starts settle, and continues as new then. Runs recorded
- * before it stopped passing and waited for every start: a fill of 1,000, due at the server's
- * suggestion with some 570 starts still queued, told no member to serve for about 4.5 minutes
- * (docs/benchmarks.md, "Why available stands still").
- */
 export const POOL_CONTINUE_WHEN_SETTLED_PATCH = 'pool-continue-when-settled';
 /**
- * The history length at which a run due to continue as new stops passing and waits for its
- * starts, as before the patch, so passes cannot go on for ever while replacements keep being
- * started. Well under the server's hard limit of 51,200 events.
+ * Once due to continue as new, a run goes on passing (members that came up are still told to serve)
+ * until its starts settle, up to this history length; past it, it stops passing and waits for them,
+ * so passes cannot go on for ever while replacements keep being started. Well under the server's
+ * hard limit of 51,200 events.
  */
 export const POOL_SETTLE_HISTORY_CEILING = 20_000;
 /** Member starts in flight at once, unless the input says otherwise. */
@@ -96,7 +72,7 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
     if (applyReport(state, report)) poke();
   });
   setHandler(poolHostDrainSignal, (notice) => {
-    if (patched(POOL_HOSTS_PATCH) && applyDrainNotice(state, notice)) poke();
+    if (retired(POOL_HOSTS_PATCH) && applyDrainNotice(state, notice)) poke();
   });
   const refuse = (problems: string[]): void => {
     if (problems.length > 0) throw new Error(problems.join('; '));
@@ -210,37 +186,37 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
       await condition(() => starting.size === 0 || (startSlots > 0 && queued.length > 0));
     }
     await condition(allHandlersFinished);
-    return continueAsNew<typeof poolWorkflow>({ ...input, carried: state });
+    return continueOntoCurrentBuild<typeof poolWorkflow>()({ ...input, carried: state });
   };
   let published = '';
   let nextAuditMs = Date.now() + AUDIT_INTERVAL_MS;
   for (;;) {
     dirty = false;
     passes++;
-    const plan = reconcile(state, Date.now(), () => nextRandom(state), { hostFailure: patched(POOL_HOSTS_PATCH) });
+    const plan = reconcile(state, Date.now(), () => nextRandom(state), { hostFailure: retired(POOL_HOSTS_PATCH) });
     published = publishPool(state, published);
-    const inBackground = patched(POOL_BACKGROUND_STARTS_PATCH) ? background : undefined;
-    const gate = inBackground !== undefined && patched(POOL_START_WINDOW_PATCH) ? window : undefined;
+    const inBackground = retired(POOL_BACKGROUND_STARTS_PATCH) ? background : undefined;
+    const gate = inBackground !== undefined && retired(POOL_START_WINDOW_PATCH) ? window : undefined;
     if (gate !== undefined) drainQueued(); // waiting starts, into the slots freed since the last pass
     if (await apply(state, plan.actions, input, inBackground, gate)) poke();
     if (state.deleting && state.members.length === 0) break;
 
     const limit = input.continueAsNewAfterPasses ?? 500;
-    if (passes >= limit || workflowInfo().continueAsNewSuggested) {
+    if (passes >= limit || workflowInfo().continueAsNewSuggested || newerBuildCurrent()) {
       const settled = queued.length === 0 && starting.size === 0;
       // Due with starts still to settle: pass on (each settled start pokes the loop), unless the
-      // history is past the ceiling or the run was recorded before the patch.
+      // history is past the ceiling.
       const passOn =
         !settled &&
         workflowInfo().historyLength < POOL_SETTLE_HISTORY_CEILING &&
-        patched(POOL_CONTINUE_WHEN_SETTLED_PATCH);
+        retired(POOL_CONTINUE_WHEN_SETTLED_PATCH);
       if (!passOn) await continueWhenSettled();
     }
     const now = Date.now();
     const wakeAt = Math.min(plan.wakeAtMs ?? Infinity, nextAuditMs);
     if (!dirty) await condition(() => dirty, Math.max(1, wakeAt - now));
     if (Date.now() >= nextAuditMs) {
-      await audit(state, patched(POOL_AUDIT_STARTED_PATCH));
+      await audit(state, retired(POOL_AUDIT_STARTED_PATCH));
       nextAuditMs = Date.now() + AUDIT_INTERVAL_MS;
     }
   }

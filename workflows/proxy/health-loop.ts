@@ -1,13 +1,13 @@
-// The Running phase of runs started before the health monitor (monitor-loop.ts), and of those
-// started with `healthLoop: 'poll'`: poll the VM every health interval, fold its address (H3) and
+// The Running phase of runs started with `healthLoop: 'poll'` (monitor-loop.ts is the default): poll the VM every health interval, fold its address (H3) and
 // a probe (hysteresis) into the status, recreate a VM that is gone on its host, apply a pending
 // resize or move (move.ts), and continue-as-new when the history grows long.
-import { condition, isCancellation, makeContinueAsNewFunc, workflowInfo } from '@temporalio/workflow';
+import { condition, isCancellation, workflowInfo } from '@temporalio/workflow';
 import { CODES } from '../../contracts/errors.ts';
 import type { ProxyOutcome, ResolvedProxy, VmReading } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import { poll, probe } from '../stubs.ts';
+import { continueOntoCurrentBuild } from '../upgrade.ts';
 import { afterRead } from './host-reach.ts';
 import { applyMove, mayContinueAsNew, moveAsked } from './move.ts';
 import { nowIso, publish, recordError, setState } from './publish.ts';
@@ -66,7 +66,7 @@ export async function healthLoop(run: ProxyRun, images: ImageWaiter, proxy: Reso
     ) {
       await run.lastReport; // a pool member's last report reaches its pool first
       // The memo (the client's spec among it) goes along explicitly.
-      await makeContinueAsNewFunc<(input: ProxyWorkflowInput) => Promise<ProxyOutcome>>({
+      await continueOntoCurrentBuild<(input: ProxyWorkflowInput) => Promise<ProxyOutcome>>({
         memo: workflowInfo().memo,
       })({ ...run.input, carried: run.carried(r) });
     }

@@ -5,7 +5,7 @@
 //
 // The parts: state.ts (the run state), status.ts (its pure transitions), handlers.ts (query,
 // updates, signals), ../image-join.ts (waiting on the base image), phases.ts (resolve, place, image, create, boot),
-// monitor-loop.ts (Running, with the health monitor activity; health-loop.ts for older runs),
+// monitor-loop.ts (Running, with the health monitor activity; health-loop.ts with `healthLoop: 'poll'`),
 // cleanup.ts (the way out), publish.ts (search attributes, memo, details).
 import {
   ApplicationFailure,
@@ -20,7 +20,7 @@ import {
 import type { ProxyOutcome } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import { ImageWaiter } from '../image-join.ts';
-import { applied, enterBaseline } from './baseline.ts';
+import { PROXY_BASELINE_PATCH, retired } from '../retiring.ts';
 import { finish } from './cleanup.ts';
 import { installHandlers } from './handlers.ts';
 import { healthLoop } from './health-loop.ts';
@@ -34,7 +34,7 @@ import { withResolved } from './status.ts';
 export type { CarriedProxy, ProxyWorkflowInput } from './state.ts';
 
 export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOutcome> {
-  enterBaseline();
+  retired(PROXY_BASELINE_PATCH);
   const run = new ProxyRun(input, nowIso());
   const images = new ImageWaiter(workflowInfo().workflowId);
   /** The lifecycle's scope: the delete update cancels it, aborting the work in flight. */
@@ -52,8 +52,8 @@ export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOu
         run.status = withResolved(run.status, r);
       }
       if (run.status.state !== 'Running') await provision(run, images, r);
-      // Runs recorded before the monitor keep their loop; `poll` keeps it for a new run too.
-      if (input.healthLoop !== 'poll' && applied('health-monitor')) await monitorLoop(run, images, r);
+      // `poll` keeps the loop that polls from the workflow (health-loop.ts).
+      if (input.healthLoop !== 'poll') await monitorLoop(run, images, r);
       else await healthLoop(run, images, r);
     });
   } catch (err) {

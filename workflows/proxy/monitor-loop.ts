@@ -9,7 +9,6 @@ import {
   CancellationScope,
   condition,
   isCancellation,
-  makeContinueAsNewFunc,
   proxyActivities,
   proxyLocalActivities,
   sleep,
@@ -20,6 +19,7 @@ import { CODES } from '../../contracts/errors.ts';
 import type { MonitorInput, MonitorResult } from '../../contracts/health.ts';
 import type { ProxyOutcome, ResolvedProxy } from '../../contracts/proxy.ts';
 import type { ImageWaiter } from '../image-join.ts';
+import { continueOntoCurrentBuild } from '../upgrade.ts';
 import { unwatchHost } from './host-watch.ts';
 import { afterMonitor } from './host-reach.ts';
 import { applyMove, mayContinueAsNew, moveAsked } from './move.ts';
@@ -109,7 +109,7 @@ export async function monitorLoop(run: ProxyRun, images: ImageWaiter, proxy: Res
       }
       await run.lastReport; // a pool member's last report reaches its pool first
       // The memo (the client's spec among it) goes along explicitly.
-      await makeContinueAsNewFunc<(input: ProxyWorkflowInput) => Promise<ProxyOutcome>>({
+      await continueOntoCurrentBuild<(input: ProxyWorkflowInput) => Promise<ProxyOutcome>>({
         memo: workflowInfo().memo,
       })({ ...run.input, carried: run.carried(r) });
     }

@@ -11,7 +11,6 @@ import type { ProxyStatus, ResolvedProxy } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import { rpc } from '../stubs.ts';
-import { applied } from './baseline.ts';
 import { compensate } from './cleanup.ts';
 import { pickAvoiding, provision } from './phases.ts';
 import { nowIso, recordError, setState } from './publish.ts';
@@ -99,12 +98,10 @@ export async function applyMove(run: ProxyRun, images: ImageWaiter, r: ResolvedP
 /**
  * Waits until the run may continue as new: every handler finished, or a move or a resize handed
  * over (their handlers wait for the loop), which is made first (false: the loop takes it up and
- * continues as new at a later checkpoint). Runs from before the resize wake (no
- * `checkpoint-resize` marker) wait as they did.
+ * continues as new at a later checkpoint).
  */
 export async function mayContinueAsNew(run: ProxyRun): Promise<boolean> {
-  const resizeWakes = applied('checkpoint-resize');
-  const resizeAsked = () => resizeWakes && run.pendingResize !== undefined;
+  const resizeAsked = () => run.pendingResize !== undefined;
   await condition(() => allHandlersFinished() || moveAsked(run) || resizeAsked());
   return run.move === undefined && !resizeAsked();
 }

@@ -11,31 +11,19 @@ import type { ResolvedProxy } from '../../contracts/proxy.ts';
 import { failureInfo } from '../failures.ts';
 import type { ImageWaiter } from '../image-join.ts';
 import { localReads, poll, rpc } from '../stubs.ts';
-import { applied } from './baseline.ts';
 import { compensate } from './cleanup.ts';
 import { capacityBackoffMs, hostLacks, pickHost, PLACEMENT_NEED_BYTES } from './placement.ts';
 import type { VmNeed } from './placement.ts';
 import { nowIso, recordError, setState } from './publish.ts';
 import { NeedCapacity, ProxyFailed } from './state.ts';
 import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
-import { HEALTHY_BOOTING_PATCH, markBooting, markVmRunning } from './status.ts';
+import { markBooting, markVmRunning } from './status.ts';
 
 /** How much longer than the entry's download budget a proxy waits on the image before joining again: 10 minutes. */
 const IMAGE_WAIT_MARGIN_MS = 600_000;
 
-/**
- * The patch behind which the reads before the create (resolveProxy, surveyHosts, findBaseImage)
- * are local activities; runs recorded before it replay their activity tasks.
- */
-export const LOCAL_READS_PATCH = 'local-reads';
-/**
- * The patch behind which a create that started the domain counts as Running at once, without a
- * readProxyVm poll first; runs recorded before it replay their poll.
- */
-export const CREATED_RUNS_PATCH = 'created-runs';
-
-/** The stubs for the reads before the create: local activities in runs from LOCAL_READS_PATCH on. */
-const reads = (): typeof rpc => (applied(LOCAL_READS_PATCH) ? localReads : rpc);
+/** The stubs for the reads before the create (resolveProxy, surveyHosts, findBaseImage): local activities. */
+const reads = (): typeof rpc => localReads;
 
 /** Resolves the spec against the worker's providers file; a bad spec fails the proxy. */
 export async function resolve(input: ProxyWorkflowInput): Promise<ResolvedProxy> {
@@ -152,17 +140,15 @@ export async function ensureBase(
 ): Promise<EnsuredBase> {
   const workflowId = imageWorkflowId(host, r.entry, r.imageKey);
   // A base already in the pool is used at once; only a miss joins the ensure-image workflow,
-  // which a burst of proxies would otherwise queue on (runs recorded before this ask nothing).
-  if (applied('find-cached-base-first')) {
-    try {
-      const cached = await reads().findBaseImage({ entry: r.entry, host, key: r.imageKey });
-      if (cached !== null) return cached;
-    } catch (err) {
-      if (isCancellation(err)) throw err;
-      const f = failureInfo(err);
-      if (f.kind !== 'Transient') throw new ProxyFailed(f.code, f.message);
-      // Transient after its retries: the ensure-image workflow tries again.
-    }
+  // which a burst of proxies would otherwise queue on.
+  try {
+    const cached = await reads().findBaseImage({ entry: r.entry, host, key: r.imageKey });
+    if (cached !== null) return cached;
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    const f = failureInfo(err);
+    if (f.kind !== 'Transient') throw new ProxyFailed(f.code, f.message);
+    // Transient after its retries: the ensure-image workflow tries again.
   }
   for (let attempt = 0; attempt < 3; attempt++) {
     run.status = { ...run.status, image: { workflowId, bytes: 0, totalBytes: 0, bytesPerSecond: 0 } };
@@ -204,15 +190,15 @@ export async function createAndBoot(run: ProxyRun, r: ResolvedProxy, host: strin
   const deadline = startedAtMs + r.timeouts.bootMs;
   const running = (): void => {
     run.status = markVmRunning(run.status, nowIso());
-    // Healthy Unknown (Booting) from the start until a probe passes; runs recorded before keep NotProbed.
-    if (r.health.target !== undefined && applied(HEALTHY_BOOTING_PATCH)) {
+    // Healthy Unknown (Booting) from the start until a probe passes.
+    if (r.health.target !== undefined) {
       run.status = markBooting(run.status, new Date(startedAtMs).toISOString());
     }
   };
   // libvirt ran the domain when the create started it (domainCreate returned): no poll to ask.
   // A create that found the domain already there polls as before; the monitor notices a VM
   // that stops right after its start (VmLost).
-  if (started && applied(CREATED_RUNS_PATCH)) {
+  if (started) {
     running();
     return;
   }

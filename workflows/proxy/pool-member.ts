@@ -7,7 +7,6 @@ import { CancellationScope, getExternalWorkflowHandle, sleep } from '@temporalio
 import { poolMemberSignal } from '../../contracts/messages.ts';
 import type { MemberReport } from '../../contracts/pool.ts';
 import type { ProxyStatus } from '../../contracts/proxy.ts';
-import { applied } from './baseline.ts';
 import type { ProxyRun } from './state.ts';
 
 /**
@@ -44,14 +43,10 @@ function reportKey(r: MemberReport): string {
 }
 
 /**
- * Members hold the changes their pool does not act on (see `urgentChange`) and send them, the
- * latest summary only, REPORT_HOLD_MS after their last report, by a timer; a change the pool acts
- * on goes out at once and carries whatever was held. Runs recorded before send every change at
- * once (about 7 reports per member on the way to Healthy and serving; docs/pools.md, "What goes
- * at once, what is held").
+ * How long a member holds a change its pool does not act on (see `urgentChange`), after its last
+ * report: it then sends the latest summary only, by a timer; a change the pool acts on goes out at
+ * once and carries whatever was held (docs/pools.md, "What goes at once, what is held").
  */
-export const REPORT_HOLD_PATCH = 'pool-report-hold';
-/** How long a member holds a change its pool does not act on, after its last report. */
 export const REPORT_HOLD_MS = 5_000;
 
 /**
@@ -101,18 +96,9 @@ interface ReportGate {
 }
 const gates = new WeakMap<ProxyRun, ReportGate>();
 
-/** The member's summary now (the markers decide what runs recorded before them send). */
+/** The member's summary now. */
 function currentReport(run: ProxyRun, at: string): MemberReport {
-  // Runs recorded before members reported their host's silence send the reports they sent then.
-  const since = run.hostUnreachableSince;
-  // Runs recorded before members reported their exit IP send reports without it (one more
-  // signal per exit-IP change otherwise); asked only once there is one to send.
-  return memberReport(
-    run.status,
-    at,
-    since !== undefined && applied('member-host-unreachable') ? since : undefined,
-    run.status.exitIp !== undefined && applied('member-exit-ip'),
-  );
+  return memberReport(run.status, at, run.hostUnreachableSince, run.status.exitIp !== undefined);
 }
 
 /**
@@ -151,10 +137,6 @@ export function reportToPool(run: ProxyRun, at: string): void {
   const report = currentReport(run, at);
   const key = reportKey(report);
   if (key === run.reported) return;
-  if (!applied(REPORT_HOLD_PATCH)) {
-    run.lastReport = send(run, pool.workflowId, report, key);
-    return;
-  }
   const gate = gateOf(run);
   if (urgentChange(gate.sent, report)) {
     gate.sent = report;

@@ -43,9 +43,6 @@ export function markVmRunning(st: ProxyStatus, at: string): ProxyStatus {
   };
 }
 
-/** The patch behind which a started VM's Healthy is Unknown (Booting) (phases.ts createAndBoot). */
-export const HEALTHY_BOOTING_PATCH = 'healthy-booting';
-
 /**
  * The VM was started at `at` (and libvirt runs it): `Healthy` is Unknown with reason Booting until
  * its first passing probe, or until `bootMs` after `at` (contracts/health.ts stillBooting), never
