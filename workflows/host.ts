@@ -12,6 +12,7 @@ import {
   condition,
   continueAsNew,
   log,
+  patched,
   proxyActivities,
   setHandler,
   upsertMemo,
@@ -36,6 +37,14 @@ import { hostCordonUpdate, hostDrainUpdate, hostStatusQuery, hostUncordonUpdate 
 import { failureInfo } from './failures.ts';
 import { QUICK_ACTIVITY } from './activity-options.ts';
 import { quick } from './stubs.ts';
+
+/**
+ * Cordon, drain and uncordon applied in the order accepted (inTurn below). The host workflow
+ * auto-upgrades (contracts/versioning.ts), so runs recorded before keep their order. Retire (first
+ * `deprecatePatch`, then nothing) once no open host run predates it: `egressctl replay --type
+ * hostWorkflow` passes with the old branch removed.
+ */
+export const HOST_HANDLER_ORDER_PATCH = 'host-handler-order';
 
 /** The listing reads visibility and the host's domains (each under the entry's rpcMs): a minute per attempt. */
 const listing = proxyActivities<Activities>({ ...QUICK_ACTIVITY, startToCloseTimeout: '1 minute' });
@@ -102,42 +111,70 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus
     delete s.drain;
   };
 
+  /**
+   * Cordon, drain and uncordon change the state one at a time, in the order they were accepted:
+   * each takes its turn on arrival, starts `first` at once (the host check: it reads no state),
+   * and applies itself once the ones before it are done. Else an uncordon accepted while the first
+   * cordon checks the host would run first and the host would end cordoned. Runs recorded before
+   * HOST_HANDLER_ORDER_PATCH apply each as its own check ends.
+   */
+  let turns: Promise<unknown> = Promise.resolve();
+  const inTurn = async <T>(first: () => Promise<void>, apply: () => T): Promise<T> => {
+    if (!patched(HOST_HANDLER_ORDER_PATCH)) {
+      if (first === nothingFirst) return apply();
+      await first();
+      return apply();
+    }
+    const before = turns;
+    let done!: () => void;
+    turns = Promise.all([before, new Promise<void>((resolve) => (done = resolve))]);
+    try {
+      await first();
+      await before;
+      return apply();
+    } finally {
+      done();
+    }
+  };
+  const nothingFirst = (): Promise<void> => Promise.resolve();
+
   setHandler(hostStatusQuery, status);
   setHandler(
     hostCordonUpdate,
-    async (req) => {
-      await checkKnown();
-      cordon(req);
-      publish();
-      return status();
-    },
+    (req) =>
+      inTurn(checkKnown, () => {
+        cordon(req);
+        publish();
+        return status();
+      }),
     { validator: (req: HostActionRequest) => validRequest('cordon', req) },
   );
   setHandler(
     hostDrainUpdate,
-    async (req) => {
-      await checkKnown();
-      cordon(req);
-      if (s.phase === 'Cordoned') {
-        s.phase = 'Draining';
-        s.drain = { startedAt: now(), proxies: [], remaining: 0 };
-        if (req?.reason !== undefined) s.reason = req.reason;
-        log.info('host drain started', { entry, host, reason: s.reason });
-      }
-      if (req?.deadlineMs !== undefined && s.phase === 'Draining' && s.drain !== undefined) {
-        s.drain.deadlineAt = new Date(Date.now() + req.deadlineMs).toISOString();
-        delete s.drain.overdue;
-        log.info('host drain deadline set', { entry, host, deadlineAt: s.drain.deadlineAt });
-      }
-      publish();
-      return status();
-    },
+    (req) =>
+      inTurn(checkKnown, () => {
+        cordon(req);
+        if (s.phase === 'Cordoned') {
+          s.phase = 'Draining';
+          s.drain = { startedAt: now(), proxies: [], remaining: 0 };
+          if (req?.reason !== undefined) s.reason = req.reason;
+          log.info('host drain started', { entry, host, reason: s.reason });
+        }
+        if (req?.deadlineMs !== undefined && s.phase === 'Draining' && s.drain !== undefined) {
+          s.drain.deadlineAt = new Date(Date.now() + req.deadlineMs).toISOString();
+          delete s.drain.overdue;
+          log.info('host drain deadline set', { entry, host, deadlineAt: s.drain.deadlineAt });
+        }
+        publish();
+        return status();
+      }),
     { validator: (req: HostActionRequest) => validRequest('drain', req) },
   );
   setHandler(
     hostUncordonUpdate,
     async () => {
-      if (s.cordoned) {
+      await inTurn(nothingFirst, () => {
+        if (!s.cordoned) return;
         s.cordoned = false;
         s.phase = 'Schedulable';
         delete s.since;
@@ -145,7 +182,7 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus
         delete s.drain;
         publish();
         log.info('host uncordoned', { entry, host });
-      }
+      });
       // The main loop tells the pools the drain is over; a cordon meanwhile keeps it cordoned.
       await condition(() => Object.keys(s.poolsTold).length === 0 || s.cordoned);
       return status();

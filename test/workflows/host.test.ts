@@ -1,11 +1,12 @@
 /**
  * The host maintenance workflow on the time-skipping test server, driven through client/hosts.ts
  * as the API drives it: cordon and uncordon (idempotent, one workflow for concurrent cordons, no
- * event at rest, the workflow ends), drain (a pool with members on the host is told once and told
- * again when the host is uncordoned, a standalone proxy is asked to move and a refusal is asked
- * again next pass, Drained once nothing is left), and refusals (bad bodies before the history, an
- * unknown host with the known ones named). The activities are the real ones of activities/host.ts
- * except the listing of the host (scripted: no libvirt here) and the providers file (a stand-in).
+ * event at rest, the workflow ends; an uncordon accepted during the first cordon applies after it),
+ * drain (a pool with members on the host is told once and told again when the host is uncordoned,
+ * a standalone proxy is asked to move and a refusal is asked again next pass, Drained once nothing
+ * is left), and refusals (bad bodies before the history, an unknown host with the known ones
+ * named). The activities are the real ones of activities/host.ts except the listing of the host
+ * (scripted: no libvirt here) and the providers file (a stand-in).
  *
  * EP_RECORD_HOST_REPLAY=1 writes the histories of the cordon, the drain and the drain deadline tests to
  * test/replay/host-*.sdk-<version>.json (replayed by test/unit/replay.test.ts).
@@ -13,7 +14,7 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { Client } from '@temporalio/client';
+import { Client, WorkflowUpdateStage } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
@@ -32,6 +33,7 @@ import {
 } from '../../client/hosts.ts';
 import { HOST_WORKFLOW_TYPE, hostWorkflowId } from '../../contracts/host.ts';
 import type { HostCarried, HostProxy, HostStatus } from '../../contracts/host.ts';
+import { hostUncordonUpdate } from '../../contracts/messages.ts';
 import type { hostWorkflow } from '../../workflows/host.ts';
 import { poolWorkflowId } from '../../contracts/pool.ts';
 import { proxyWorkflowId } from '../../contracts/proxy.ts';
@@ -43,7 +45,7 @@ import {
   runningSignal,
 } from '../support/host-stand-ins.ts';
 import { installTestRuntime, pollUntil, withTimeout } from '../support/temporal.ts';
-import { ENTRY, Env, HOUR_MS, TEST_TIMEOUT_MS, WAIT_MS, withWorker } from '../support/workflow-harness.ts';
+import { ENTRY, Env, Gate, held, HOUR_MS, TEST_TIMEOUT_MS, WAIT_MS, withWorker } from '../support/workflow-harness.ts';
 import { recordReplay } from '../support/replay-record.ts';
 
 const BUNDLE_PATH = fileURLToPath(new URL('../support/host-workflows.ts', import.meta.url));
@@ -91,6 +93,8 @@ interface Ctx {
   /** What the scripted listing says of the host's own domains (unset: it answered). */
   hostError?: string;
   started: WorkflowHandle[];
+  /** When set, checkMaintenanceHost opens `started` and waits for `gate`. */
+  holdCheck?: { started: Gate; gate: Gate };
 }
 
 async function withHosts(fn: (c: Ctx) => Promise<void>): Promise<void> {
@@ -98,8 +102,13 @@ async function withHosts(fn: (c: Ctx) => Promise<void>): Promise<void> {
   const ctx = { onHost: [] as HostProxy[], started } as Ctx;
   let client: Client | undefined;
   const real = {
-    checkMaintenanceHost: (i: { entry: string; host: string }) =>
-      createHostActivities(registry, client!).checkMaintenanceHost(i),
+    checkMaintenanceHost: async (i: { entry: string; host: string }) => {
+      if (ctx.holdCheck !== undefined) {
+        ctx.holdCheck.started.open();
+        await held(ctx.holdCheck.gate);
+      }
+      return createHostActivities(registry, client!).checkMaintenanceHost(i);
+    },
     signalPoolHostDrain: (i: { pool: string; host: string; draining: boolean }) =>
       createHostActivities(registry, client!).signalPoolHostDrain(i),
     moveProxyOffHost: (i: { entry: string; name: string; avoidHosts: string[]; reason?: string }) =>
@@ -223,6 +232,23 @@ describe('host workflow', () => {
       // A cordon after the workflow ended starts a new run.
       assert.equal((await cordonHost(c.client, ENTRY, 'h1', {}, c.tq)).phase, 'Cordoned');
       assert.notEqual((await c.client.workflow.getHandle(hostWorkflowId(ENTRY, 'h1')).describe()).runId, desc.runId);
+    }),
+  );
+
+  it('an uncordon accepted while the first cordon checks the host runs after it: Schedulable, the run ends', opts, () =>
+    withHosts(async (c) => {
+      c.holdCheck = { started: new Gate(), gate: new Gate() };
+      const cordoned = cordonHost(c.client, ENTRY, 'h1', { reason: 'kernel update' }, c.tq);
+      await withTimeout(c.holdCheck.started.opened, WAIT_MS, 'the cordon to check the host');
+      const h = c.client.workflow.getHandle<typeof hostWorkflow>(hostWorkflowId(ENTRY, 'h1'));
+      const un = await h.startUpdate(hostUncordonUpdate, { args: [{}], waitForStage: WorkflowUpdateStage.ACCEPTED });
+      c.holdCheck.gate.open();
+      assert.equal((await cordoned).phase, 'Cordoned');
+      const after = await un.result();
+      assert.deepEqual([after.phase, after.cordoned], ['Schedulable', false]);
+      assert.equal((await hostStatus(c.client, ENTRY, 'h1')).phase, 'Schedulable', 'the last accepted action wins');
+      assert.equal((await ended(c, 'h1')).phase, 'Schedulable');
+      assert.equal((await cordonedHosts(c.client, ENTRY, HOSTS)).size, 0);
     }),
   );
 
