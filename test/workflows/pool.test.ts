@@ -5,7 +5,8 @@
  * themselves are unit-tested in test/unit/pool-plan.test.ts; here: the workflow applies them,
  * its updates refuse bad requests before the history, and continue-as-new carries the members.
  *
- * EP_RECORD_POOL_REPLAY=1 writes the histories of the rollout, rollback, drain, host-failure and start-in-flight tests to
+ * EP_RECORD_POOL_REPLAY=1 writes the histories of the rollout, rollback, drain, host-failure, start-in-flight,
+ * start-window and continue-settled tests, and the second run of the carried-run test, to
  * test/replay/pool-*.sdk-<version>.json (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
@@ -39,6 +40,7 @@ import { freshProxyStatus } from '../../client/health.ts';
 import { proxyWorkflowId } from '../../contracts/proxy.ts';
 import { patchIds, pollUntil } from '../support/temporal.ts';
 import { POOL_CONTINUE_WHEN_SETTLED_PATCH } from '../../workflows/pool/index.ts';
+import type { poolWorkflow } from '../../workflows/pool/index.ts';
 import {
   PoolFakes,
   poolFileEnv,
@@ -670,6 +672,76 @@ describe('pool workflow', () => {
         await f.play(victim, { state: 'Failed' });
         await poolWhen(h, (x) => x.available === 2 && !names(x).includes(victim), 'replaced after continue-as-new');
         assert.ok(f.starts().length > startsBefore);
+      });
+    },
+  );
+
+  /** The pass limit of the carried-run test: above its first run's setup and its second run's whole life. */
+  const CARRIED_PASSES = 20;
+  it(
+    'a run begun from carried state has the first run’s members and revisions, scales and deletes from them',
+    opts,
+    async () => {
+      const f = new PoolFakes(e);
+      await withPool(f, async (tq, started) => {
+        const h = await startPool(e, tq, started, testPoolSpec({ size: 1 }), {
+          continueAsNewAfterPasses: CARRIED_PASSES,
+        });
+        await poolWhen(h, readyAt(1), 'Ready at 1');
+        await h.executeUpdate(poolSpecUpdate, { args: [{ template: { imageKey: 'img-b' } }] });
+        const mine = await poolWhen(h, (s) => readyAt(1, 2)(s) && s.stableRevision === 2, 'rolled to revision 2');
+        const startsBefore = f.starts().length;
+        // Passes (each update is one) until the run continues as new; no query meanwhile (see above).
+        const first = (await h.describe()).runId;
+        for (let i = 0; i <= CARRIED_PASSES && (await h.describe()).runId === first; i++) {
+          await h.executeUpdate(i % 2 === 0 ? poolPauseUpdate : poolResumeUpdate);
+        }
+        const second = (await h.describe()).runId;
+        assert.notEqual(second, first, 'the pool continued as new');
+        const run = e.env.client.workflow.getHandle<typeof poolWorkflow>(h.workflowId, second);
+        await run.executeUpdate(poolResumeUpdate);
+
+        // The second run's input is the first run's state, and its status says so.
+        const startedEvent = (await run.fetchHistory()).events?.[0]?.workflowExecutionStartedEventAttributes;
+        const input = JSON.parse(Buffer.from(startedEvent!.input!.payloads![0]!.data!).toString('utf8')) as {
+          carried?: { members: { name: string }[]; revision: number };
+        };
+        assert.deepEqual(
+          input.carried?.members.map((m) => m.name),
+          names(mine),
+          'the members are in its input',
+        );
+        assert.equal(input.carried?.revision, 2);
+        const carried = await poolStatus(run);
+        const view = (x: PoolStatus) => ({
+          members: x.members.map((m) => `${m.name} ${m.role} ${m.healthy} r${m.revision} ${m.host} ${m.createdAt}`),
+          revision: x.revision,
+          stableRevision: x.stableRevision,
+          history: x.history,
+          replacements: x.replacements,
+          createdAt: x.createdAt,
+        });
+        assert.deepEqual(view(carried), view(mine), 'members, revisions and history carried over');
+        assert.equal(carried.phase, 'Ready');
+
+        // It goes on from there: the carried member stays, one new member of revision 2.
+        await run.executeUpdate(poolScaleUpdate, { args: [{ size: 2 }] });
+        const scaled = await poolWhen(run, readyAt(2, 2), 'Ready at 2 on revision 2');
+        assert.ok(
+          names(mine).every((n) => names(scaled).includes(n)),
+          'the carried member is kept',
+        );
+        assert.equal(f.starts().length, startsBefore + 1, 'one start: the carried member was not started again');
+        assert.equal(f.starts().at(-1)?.imageKey, 'img-b');
+        await run.executeUpdate(poolDeleteUpdate);
+        assert.equal((await run.result()).phase, 'Deleted');
+        assert.deepEqual(f.deletes().slice(-2).sort(), names(scaled).sort());
+        const history = await run.fetchHistory();
+        assert.ok(
+          !(history.events ?? []).some((ev) => ev.workflowExecutionContinuedAsNewEventAttributes),
+          'the second run ended Deleted, not by another continue-as-new',
+        );
+        await record(run, 'pool-carried');
       });
     },
   );
