@@ -43,7 +43,7 @@ import type { Worker } from '@temporalio/worker';
 import { proxyStatusQuery } from '../contracts/messages.ts';
 import { PROXY_WORKFLOW_TYPE, proxyWorkflowId } from '../contracts/proxy.ts';
 import { SA_PROXY_HEALTHY } from '../contracts/search-attributes.ts';
-import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
+import type { ProxyWorkflowInput } from '../contracts/proxy-run.ts';
 import { benchWorker, cpuSeconds, installQuietRuntime, rssMiB, startDevServer } from './lib/dev-server.ts';
 import { workflowCacheOptions } from '../runtime/workflow-cache.ts';
 import { HEARTBEAT_THROTTLE_MS } from '../runtime/worker-set.ts';

@@ -23,7 +23,7 @@ import {
   SA_PROXY_STATE,
 } from '../contracts/search-attributes.ts';
 import type { proxyLifecycle } from '../workflows/index.ts';
-import type { ProxyWorkflowInput } from '../workflows/proxy/state.ts';
+import type { ProxyWorkflowInput } from '../contracts/proxy-run.ts';
 import { DEFAULT_CALL_TIMEOUT_MS, withDeadline } from './connection.ts';
 import { freshProxyStatus } from './health.ts';
 import { isTemporalUnavailable, TemporalUnavailableError } from './errors.ts';

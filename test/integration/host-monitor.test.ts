@@ -25,7 +25,7 @@ import { hostWatchesQuery, proxyDeleteUpdate, proxyResizeUpdate } from '../../co
 import { PROXY_WORKFLOW_TYPE } from '../../contracts/proxy.ts';
 import type { ProbeOutcome, ProxyStatus, ResolvedProxy, VmReading } from '../../contracts/proxy.ts';
 import { createWorkerSet } from '../../runtime/worker-set.ts';
-import type { ProxyWorkflowInput } from '../../workflows/proxy/state.ts';
+import type { ProxyWorkflowInput } from '../../contracts/proxy-run.ts';
 import { recordReplay } from '../support/replay-record.ts';
 import {
   BASE,

@@ -19,7 +19,7 @@ import { freshProxyStatus } from '../../client/health.ts';
 import { PROXY_WORKFLOW_TYPE } from '../../contracts/proxy.ts';
 import type { ProbeOutcome, VmReading } from '../../contracts/proxy.ts';
 import { createWorkerSet } from '../../runtime/worker-set.ts';
-import type { ProxyWorkflowInput } from '../../workflows/proxy/state.ts';
+import type { ProxyWorkflowInput } from '../../contracts/proxy-run.ts';
 import { BASE, devServerSuite, Env, Fakes, proxyId, resolvedProxy, uniqueName } from '../support/workflow-harness.ts';
 import { pollUntil, uniqueId, withTimeout } from '../support/temporal.ts';
 

@@ -8,7 +8,8 @@
 import type { ConditionStatus, ProxyState } from '../../contracts/proxy.ts';
 import type { MemberReport, PoolSpec } from '../../contracts/pool.ts';
 import { poolAddresses, resolvePoolSpec } from '../../contracts/pool.ts';
-import type { Plan, PoolAction, PoolState } from '../../workflows/pool/plan.ts';
+import type { Plan, PoolAction } from '../../workflows/pool/plan.ts';
+import type { PoolState } from '../../contracts/pool-state.ts';
 import { applyReport, newPoolState, nextRandom, reconcile } from '../../workflows/pool/plan.ts';
 import { poolStatus } from '../../workflows/pool/status.ts';
 

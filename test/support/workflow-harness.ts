@@ -35,7 +35,8 @@ import type { PlacedProxy } from '../../activities/proxy.ts';
 import { resumedDetails, runMonitor } from '../../activities/monitor.ts';
 import type { MonitorIo } from '../../activities/monitor.ts';
 import type { MonitorDetails, MonitorInput } from '../../contracts/health.ts';
-import type { proxyLifecycle, ProxyWorkflowInput } from '../../workflows/proxy/index.ts';
+import type { proxyLifecycle } from '../../workflows/proxy/index.ts';
+import type { ProxyWorkflowInput } from '../../contracts/proxy-run.ts';
 import { CUSTOM_SEARCH_ATTRIBUTES } from '../../contracts/search-attributes.ts';
 import { freshProxyStatus, monitorHeartbeat } from '../../client/health.ts';
 import {

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { MemberRecord } from '../../workflows/pool/model.ts';
+import type { MemberRecord } from '../../contracts/pool-state.ts';
 import { auditable } from '../../workflows/pool/model.ts';
 
 const MIN = 120_000;

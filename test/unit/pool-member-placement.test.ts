@@ -9,7 +9,7 @@ import { describe, it } from 'node:test';
 import type { HostSurvey } from '../../contracts/fleet.ts';
 import { memberSurvey } from '../../workflows/proxy/phases.ts';
 import { pickHost } from '../../workflows/proxy/placement.ts';
-import type { PoolMembership } from '../../workflows/proxy/state.ts';
+import type { PoolMembership } from '../../contracts/proxy-run.ts';
 
 const GiB = 1024 ** 3;
 const host = (name: string, o: Partial<HostSurvey> = {}): HostSurvey => ({

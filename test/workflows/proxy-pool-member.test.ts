@@ -15,7 +15,7 @@ import type { MemberReport } from '../../contracts/pool.ts';
 import { poolWorkflowId } from '../../contracts/pool.ts';
 import type { ProxyStatus } from '../../contracts/proxy.ts';
 import type { catalogWorkflow } from '../../workflows/catalog.ts';
-import type { PoolMembership } from '../../workflows/proxy/state.ts';
+import type { PoolMembership } from '../../contracts/proxy-run.ts';
 import { pollUntil, uniqueId } from '../support/temporal.ts';
 import {
   ENTRY,

@@ -14,7 +14,8 @@ import { proxyWorkflowId } from '../../contracts/proxy.ts';
 import { SA_PROVIDER_ENTRY, SA_PROXY_POOL } from '../../contracts/search-attributes.ts';
 import { failureInfo } from '../failures.ts';
 import { quick } from '../stubs.ts';
-import type { PoolAction, PoolState } from './plan.ts';
+import type { PoolAction } from './plan.ts';
+import type { PoolState } from '../../contracts/pool-state.ts';
 import { auditable } from './model.ts';
 import { poolStatus } from './status.ts';
 

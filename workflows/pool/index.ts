@@ -19,7 +19,7 @@ import {
 import type { PoolSpec, PoolSpecPatch, PoolStatus, RollbackRequest, ScaleRequest } from '../../contracts/pool.ts';
 import { poolSpecProblems, resolvePoolSpec, scaleProblems } from '../../contracts/pool.ts';
 import { CODES } from '../../contracts/errors.ts';
-import type { PoolState } from './plan.ts';
+import type { PoolState, PoolWorkflowInput } from '../../contracts/pool-state.ts';
 import { applyDrainNotice, applyReport, applySpec, newPoolState, nextRandom, reconcile } from './plan.ts';
 import { rollbackTo, seedOf } from './plan.ts';
 import { poolStatus, rollbackTarget, specOfState } from './status.ts';
@@ -46,17 +46,6 @@ export const POOL_SETTLE_HISTORY_CEILING = 20_000;
 /** Member starts in flight at once, unless the input says otherwise. */
 export const POOL_START_WINDOW = 50;
 
-export interface PoolWorkflowInput {
-  spec: PoolSpec;
-  /** The installation's owner UID, handed to members. */
-  ownerUid?: string;
-  /** Continue-as-new after this many passes of the reconciler (default 500, or when the server suggests it). */
-  continueAsNewAfterPasses?: number;
-  /** Member starts in flight at once (default POOL_START_WINDOW). */
-  startWindow?: number;
-  /** Set by the previous run on continue-as-new; clients leave it unset. */
-  carried?: PoolState;
-}
 
 export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus> {
   const at = new Date().toISOString();

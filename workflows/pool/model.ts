@@ -1,78 +1,11 @@
-// The pool's state as the workflow keeps it (and carries through continue-as-new), the member
-// predicates every rule reads, and the pure changes messages make to it. No Temporal imports.
+// The member predicates every rule reads and the pure changes messages make to the pool's state
+// (contracts/pool-state.ts: what the workflow keeps and carries through continue-as-new). No
+// Temporal imports.
 import { canonicalJson } from '../../contracts/canonical-json.ts';
 import type { HostDrainNotice } from '../../contracts/host.ts';
 import { isIdentifier } from '../../contracts/limits.ts';
-import type { MemberReport, MemberRole, PoolFailure, PoolTemplate, ResolvedPoolSpec } from '../../contracts/pool.ts';
-
-/** One member as the pool keeps it. */
-export interface MemberRecord {
-  name: string;
-  revision: number;
-  createdAtMs: number;
-  /** Rotation: replaced once the time passes (createdAt + maxAgeMs, shortened by jitter). */
-  expiresAtMs?: number;
-  role: MemberRole;
-  /** The serving value last sent to the member (it acknowledges through its report). */
-  sentServing: boolean;
-  /** When it was sent (workflow time): a later report that disagrees means the member lost it. */
-  sentServingAtMs?: number;
-  /** Role `leaving`: when it started, and whether it had served; when the member last acknowledged leaving discovery. */
-  leavingSinceMs?: number;
-  leftDiscoveryAtMs?: number;
-  hadServed?: boolean;
-  deleteSent?: boolean;
-  /** Its start is in flight: it is not deleted before the start settles (else the start could follow the delete). */
-  starting?: boolean;
-  /** When its start went through (workflow time): the audit counts a member's age from then. */
-  startedAtMs?: number;
-  /** Why the member is to be replaced (recomputed on every pass). */
-  condemned?: string;
-  /** The member was ever available (Healthy for minHealthyMs). */
-  everReady: boolean;
-  report?: MemberReport;
-}
-
-export interface RolloutState {
-  revision: number;
-  startedAtMs: number;
-  lastProgressAtMs: number;
-  /** Progress is measured by this count going up: updated members ready, plus old ones removed. */
-  progress: number;
-}
-
-export interface PoolState {
-  spec: ResolvedPoolSpec;
-  revision: number;
-  /** Every revision's template, newest last (a rollback goes back to one of them). */
-  revisions: { revision: number; template: PoolTemplate; at: string }[];
-  stableRevision?: number;
-  members: MemberRecord[];
-  paused: boolean;
-  failures: PoolFailure[];
-  degradedSinceMs?: number;
-  degradedUntilMs?: number;
-  backoffs: number;
-  rollout?: RolloutState;
-  replacements: number;
-  rollbacks: number;
-  /** Members removed since the rollout started (for its progress). */
-  removedOld: number;
-  deleting: boolean;
-  /**
-   * Hosts a host workflow is draining (poolHostDrainSignal): treated as avoided hosts until told
-   * otherwise. Sorted. Absent in states carried from runs before drains existed.
-   */
-  drainingHosts?: string[];
-  reason?: string;
-  createdAt: string;
-  /**
-   * The pool's own random stream (names, scale-down choices, rotation jitter), kept in the state
-   * so continue-as-new carries it: the workflow's Math.random is shared with interceptors (the
-   * tracing plugin draws span IDs from it), and what they draw must not change the pool's commands.
-   */
-  rng: number;
-}
+import type { MemberReport, ResolvedPoolSpec } from '../../contracts/pool.ts';
+import type { MemberRecord, PoolState } from '../../contracts/pool-state.ts';
 
 export type PoolAction =
   /** `avoidHosts`: where it must not be placed (the spec's, the draining hosts, hosts not answering). */

@@ -3,7 +3,8 @@
 // Pure and deterministic (randomness comes in as an argument), so every policy is unit-tested on
 // its own; the workflow (index.ts) applies the actions. docs/pools.md states the rules in words.
 import type { MemberRole } from '../../contracts/pool.ts';
-import type { MemberRecord, PoolAction, PoolState, Plan } from './model.ts';
+import type { PoolAction, Plan } from './model.ts';
+import type { MemberRecord, PoolState } from '../../contracts/pool-state.ts';
 import {
   ended,
   hostsToAvoid,
@@ -17,7 +18,7 @@ import {
 import { condemn, errorOf, failedHost, recordFailure, scaleDownOrder, trackRollout } from './policies.ts';
 import { unhealthyDeadline } from './policies.ts';
 
-export type { MemberRecord, PoolAction, PoolState, Plan, RolloutState } from './model.ts';
+export type { PoolAction, Plan } from './model.ts';
 export { applyDrainNotice, applyReport, applySpec, isAvailable, isReady } from './model.ts';
 export { memberName, newPoolState, nextRandom, seedOf } from './model.ts';
 export { rollbackTo } from './policies.ts';

@@ -2,7 +2,7 @@
 // guard, the scale-down order, and the rollout's progress deadline with its rollback. Pure.
 import { POOL_DEFAULTS } from '../../contracts/pool.ts';
 import type { PoolFailure } from '../../contracts/pool.ts';
-import type { MemberRecord, PoolState } from './model.ts';
+import type { MemberRecord, PoolState } from '../../contracts/pool-state.ts';
 import { hostsToLeave, hostUnreachableSince, isAvailable, isReady } from './model.ts';
 
 /**

@@ -1,6 +1,6 @@
 // What a pool reports (the `status` query, the memo, the Web UI's details), from its state: pure.
 import type { PoolMemberStatus, PoolPhase, PoolSpec, PoolStatus } from '../../contracts/pool.ts';
-import type { PoolState } from './plan.ts';
+import type { PoolState } from '../../contracts/pool-state.ts';
 import { isAvailable, isReady } from './plan.ts';
 
 /** The spec an operator would send to get `state`'s spec (defaults filled in). */

@@ -13,7 +13,8 @@ import { applyMove, mayContinueAsNew, moveAsked } from './move.ts';
 import { nowIso, publish, recordError, setState } from './publish.ts';
 import { applyResize, recreate } from './running.ts';
 import { ProxyFailed } from './state.ts';
-import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
+import type { ProxyRun } from './state.ts';
+import type { ProxyWorkflowInput } from '../../contracts/proxy-run.ts';
 import { applyAddress, applyProbe, vmLost } from './status.ts';
 
 /** Runs the proxy until it is deleted, cancelled or fails (or continues as new). */

@@ -28,10 +28,8 @@ import { monitorLoop } from './monitor-loop.ts';
 import { provision, resolve } from './phases.ts';
 import { nowIso, publish } from './publish.ts';
 import { ProxyFailed, ProxyRun } from './state.ts';
-import type { ProxyWorkflowInput } from './state.ts';
+import type { ProxyWorkflowInput } from '../../contracts/proxy-run.ts';
 import { withResolved } from './status.ts';
-
-export type { CarriedProxy, ProxyWorkflowInput } from './state.ts';
 
 export async function proxyLifecycle(input: ProxyWorkflowInput): Promise<ProxyOutcome> {
   retired(PROXY_BASELINE_PATCH);

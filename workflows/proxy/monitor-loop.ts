@@ -27,7 +27,8 @@ import { reportToPool } from './pool-member.ts';
 import { applyResize, recreate } from './running.ts';
 import { nowIso, publishIfChanged, recordError, setState } from './publish.ts';
 import { ProxyFailed } from './state.ts';
-import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
+import type { ProxyRun } from './state.ts';
+import type { ProxyWorkflowInput } from '../../contracts/proxy-run.ts';
 
 /** The periodic checkpoint: the monitor returns and the run continues as new (a new worker build takes it up). */
 export const CHECKPOINT_MS = 60 * 60 * 1000;

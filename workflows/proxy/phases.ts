@@ -16,7 +16,8 @@ import { capacityBackoffMs, hostLacks, pickHost, PLACEMENT_NEED_BYTES } from './
 import type { VmNeed } from './placement.ts';
 import { nowIso, recordError, setState } from './publish.ts';
 import { NeedCapacity, ProxyFailed } from './state.ts';
-import type { ProxyRun, ProxyWorkflowInput } from './state.ts';
+import type { ProxyRun } from './state.ts';
+import type { ProxyWorkflowInput } from '../../contracts/proxy-run.ts';
 import { markBooting, markVmRunning } from './status.ts';
 
 /** How much longer than the entry's download budget a proxy waits on the image before joining again: 10 minutes. */

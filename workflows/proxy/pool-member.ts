@@ -7,7 +7,7 @@ import { CancellationScope, getExternalWorkflowHandle, sleep } from '@temporalio
 import { poolMemberSignal } from '../../contracts/messages.ts';
 import type { MemberReport } from '../../contracts/pool.ts';
 import type { ProxyStatus } from '../../contracts/proxy.ts';
-import type { ProxyRun } from './state.ts';
+import type { ProxyRun, ReportGate } from './state.ts';
 
 /**
  * The summary a member sends its pool (`hostUnreachableSince`: see host-reach.ts; `withExitIp`:
@@ -85,17 +85,6 @@ export function urgentChange(last: MemberReport | undefined, next: MemberReport)
   );
 }
 
-/** A member's reporting: what it last sent, when, and the held report's timer. */
-interface ReportGate {
-  sent?: MemberReport;
-  sentAtMs: number;
-  /** The `at` of the last report sent, ms (each report's is later). */
-  lastAtMs: number;
-  /** The timer that sends what is held (set while one is armed). */
-  timer?: Promise<void>;
-}
-const gates = new WeakMap<ProxyRun, ReportGate>();
-
 /** The member's summary now. */
 function currentReport(run: ProxyRun, at: string): MemberReport {
   return memberReport(run.status, at, run.hostUnreachableSince, run.status.exitIp !== undefined);
@@ -118,9 +107,7 @@ function send(run: ProxyRun, workflowId: string, report: MemberReport, key: stri
 }
 
 function gateOf(run: ProxyRun): ReportGate {
-  let gate = gates.get(run);
-  if (gate === undefined) gates.set(run, (gate = { sentAtMs: Date.now(), lastAtMs: -Infinity }));
-  return gate;
+  return (run.reportGate ??= { sentAtMs: Date.now(), lastAtMs: -Infinity });
 }
 
 /**

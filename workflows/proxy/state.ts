@@ -3,55 +3,11 @@
 // may need deleting; the image waited on is the ImageWaiter's, image-join.ts). Plain data and small methods; the transitions of the status itself are
 // the pure functions of status.ts.
 import type { HostVerdict } from '../../contracts/host-monitor.ts';
-import type { ProxySpec, ProxyStatus, ResolvedProxy } from '../../contracts/proxy.ts';
+import type { MemberReport } from '../../contracts/pool.ts';
+import type { ProxyStatus, ResolvedProxy } from '../../contracts/proxy.ts';
+import type { CarriedProxy, ProxyWorkflowInput } from '../../contracts/proxy-run.ts';
 import { initialStatus, isEnding } from './status.ts';
 import type { ResizeTarget } from './status.ts';
-
-/** What a run carries into the next one over continue-as-new. */
-export interface CarriedProxy {
-  resolved: ResolvedProxy;
-  status: ProxyStatus;
-  missedPolls: number;
-  /** Workflow time (ms) the VM was last started; bounds the wait for a first address. */
-  startedAtMs?: number;
-  /** An address was read since the VM was last started. */
-  addressedOnce: boolean;
-  /** RFC 3339 time since when the host has not answered the VM's reads (host-reach.ts). */
-  hostUnreachableSince?: string;
-}
-
-export interface ProxyWorkflowInput extends ProxySpec {
-  /** The installation's owner UID; checked against the worker's providers file when given. */
-  ownerUid?: string;
-  /** Continue-as-new after this many health polls (default: hourly, or when the server suggests it). */
-  continueAsNewAfterPolls?: number;
-  /**
-   * The Running phase's loop: `monitor` (the default: one long-running activity that returns only
-   * on a transition, docs/health.md) or `poll` (the loop of runs started before it: two activities
-   * and a timer per interval; kept for those runs and for the steady-state benchmark's comparison).
-   */
-  healthLoop?: 'monitor' | 'poll';
-  /** Set by a pool for its members (docs/pools.md); clients leave it unset. */
-  pool?: PoolMembership;
-  /** Set by the previous run on continue-as-new; clients leave it unset. */
-  carried?: CarriedProxy;
-}
-
-/** What a pool tells a member it starts: where to report, whether it serves, where to go. */
-export interface PoolMembership {
-  /** The pool workflow's ID: the member reports its changes there. */
-  workflowId: string;
-  /** In discovery from the start (a pool starts its members as spares: false). */
-  serving: boolean;
-  /** Hosts the member must not be placed on. */
-  avoidHosts?: string[];
-  /** The pool's members that stay (not leaving or being replaced) per host: the fewest is preferred. */
-  hostCounts?: Record<string, number>;
-  /** Its place among the members a pool created at once: they take the hosts tied for fewest in turn. */
-  spreadSlot?: number;
-  /** The pool's members one host may hold (a host at the limit is not picked while another has room). */
-  maxPerHost?: number;
-}
 
 /**
  * A move of a standalone proxy's VM to another host (the `move` update), as far as it got:
@@ -80,6 +36,16 @@ export interface HostWatchRun {
   lastSeq: number;
   /** Verdicts received and not yet handled by the Running loop. */
   verdicts: HostVerdict[];
+}
+
+/** A member's reporting: what it last sent, when, and the held report's timer. */
+export interface ReportGate {
+  sent?: MemberReport;
+  sentAtMs: number;
+  /** The `at` of the last report sent, ms (each report's is later). */
+  lastAtMs: number;
+  /** The timer that sends what is held (set while one is armed). */
+  timer?: Promise<void>;
 }
 
 /** A permanent failure of the lifecycle: the proxy ends Failed with this reason. */
@@ -122,6 +88,8 @@ export class ProxyRun {
   published: string | undefined;
   /** What the member last reported to its pool (reportKey). */
   reported: string | undefined;
+  /** A member's reporting (pool-member.ts); set at its first report, or carried. */
+  reportGate: ReportGate | undefined;
   /** The watch of the host's monitor this run waits on (`health.monitor: host`, monitor-loop.ts), if any. */
   hostWatch: HostWatchRun | undefined;
   /** Watches this run started (the next watch's token is `<runId>/<n>`). */
@@ -143,6 +111,9 @@ export class ProxyRun {
     this.startedAtMs = carried?.startedAtMs;
     this.addressedOnce = carried?.addressedOnce ?? false;
     this.hostUnreachableSince = carried?.hostUnreachableSince;
+    const report = carried?.report;
+    this.reported = report?.key;
+    this.reportGate = report && { sent: report.sent, sentAtMs: Date.now(), lastAtMs: report.lastAtMs };
     const st = this.status;
     this.mayHaveCreated = st.host !== undefined && st.state !== 'Pending' && st.state !== 'WaitingForCapacity';
   }
@@ -174,6 +145,10 @@ export class ProxyRun {
     const { status, missedPolls, startedAtMs, addressedOnce, hostUnreachableSince } = this;
     const c: CarriedProxy = { resolved, status, missedPolls, startedAtMs, addressedOnce };
     if (hostUnreachableSince !== undefined) c.hostUnreachableSince = hostUnreachableSince;
+    const gate = this.reportGate;
+    if (this.reported !== undefined && gate?.sent !== undefined) {
+      c.report = { key: this.reported, sent: gate.sent, lastAtMs: gate.lastAtMs };
+    }
     return c;
   }
 }
