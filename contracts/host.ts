@@ -143,6 +143,9 @@ export interface HostWorkflowInput {
   host: string;
   /** Interval between drain passes, in ms (default DEFAULT_DRAIN_POLL_MS). */
   drainPollMs?: number;
+  /** Tests: continue as new after this many updates (cordon, drain, uncordon); unset: when the server suggests it. */
+  continueAsNewAfterUpdates?: number;
+  /** Set by the previous run on continue-as-new; clients leave it unset. */
   carried?: HostCarried;
 }
 

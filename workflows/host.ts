@@ -119,7 +119,10 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus
    * HOST_HANDLER_ORDER_PATCH apply each as its own check ends.
    */
   let turns: Promise<unknown> = Promise.resolve();
+  /** Updates accepted by this run (each takes one turn), for `continueAsNewAfterUpdates`. */
+  let updates = 0;
   const inTurn = async <T>(first: () => Promise<void>, apply: () => T): Promise<T> => {
+    updates++;
     if (!patched(HOST_HANDLER_ORDER_PATCH)) {
       if (first === nothingFirst) return apply();
       await first();
@@ -203,6 +206,10 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus
   };
 
   const draining = (): boolean => s.phase === 'Draining' && s.cordoned;
+  /** Time to continue as new: the server suggests it, or (tests) the input's count of updates is reached. */
+  const continueDue = (): boolean =>
+    workflowInfo().continueAsNewSuggested ||
+    (input.continueAsNewAfterUpdates !== undefined && updates >= input.continueAsNewAfterUpdates);
 
   /** One pass of the drain: list, ask, count; Drained when nothing is left. */
   const drainPass = async (): Promise<void> => {
@@ -291,7 +298,7 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus
       () =>
         draining() ||
         (!s.cordoned && (Object.keys(s.poolsTold).length > 0 || allHandlersFinished())) ||
-        (workflowInfo().continueAsNewSuggested && allHandlersFinished()),
+        (continueDue() && allHandlersFinished()),
     );
     if (!s.cordoned) {
       // Schedulable, every pool told and no update in flight: the host costs nothing from here on.
@@ -303,7 +310,7 @@ export async function hostWorkflow(input: HostWorkflowInput): Promise<HostStatus
       await drainPass();
       if (draining()) await condition(() => !draining(), pollMs);
     }
-    if (workflowInfo().continueAsNewSuggested) {
+    if (continueDue()) {
       await condition(allHandlersFinished);
       await continueAsNew<typeof hostWorkflow>({ ...input, carried: s });
     }

@@ -21,8 +21,25 @@ import { WORKFLOWS_PATH, installTestRuntime } from '../support/temporal.ts';
 
 const REPLAY_DIR = fileURLToPath(new URL('../replay/', import.meta.url));
 const HISTORY_FILE = /^(?<name>[a-z0-9-]+)\.sdk-(?<sdk>\d+\.\d+\.\d+)\.json$/;
-/** The runs that must be replayed (a proxy's life, a pool's, a host's drain); each must have a history. */
-const REQUIRED = ['proxy-baseline-create-delete', 'pool-rollout', 'pool-host-drain', 'host-drain'];
+/**
+ * The runs that must be replayed, each with a history: a proxy's life, its failures, its move; a
+ * pool's; a host's drain; a proxy, a pool and a host begun from carried state (continue-as-new); and
+ * the 0.1 runs this build takes over (workflows/retiring.ts).
+ */
+const REQUIRED = [
+  'proxy-create-delete',
+  'proxy-capacity-wait',
+  'proxy-failed-create',
+  'proxy-cancel-mid-upload',
+  'proxy-move',
+  'proxy-carried',
+  'pool-replace-rollback',
+  'pool-carried',
+  'host-drain',
+  'host-carried',
+  'proxy-baseline-create-delete',
+  'pool-host-drain',
+];
 
 interface RecordedHistory {
   file: string;

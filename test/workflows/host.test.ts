@@ -8,13 +8,14 @@
  * named). The activities are the real ones of activities/host.ts except the listing of the host
  * (scripted: no libvirt here) and the providers file (a stand-in).
  *
- * EP_RECORD_HOST_REPLAY=1 writes the histories of the cordon, the drain and the drain deadline tests to
- * test/replay/host-*.sdk-<version>.json (replayed by test/unit/replay.test.ts).
+ * EP_RECORD_HOST_REPLAY=1 writes the histories of the cordon, the drain and the drain deadline tests,
+ * and the second run of the continue-as-new test, to test/replay/host-*.sdk-<version>.json
+ * (replayed by test/unit/replay.test.ts).
  */
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
-import { Client, WorkflowUpdateStage } from '@temporalio/client';
+import { Client, WithStartWorkflowOperation, WorkflowUpdateStage } from '@temporalio/client';
 import type { WorkflowHandle } from '@temporalio/client';
 import { bundleWorkflowCode } from '@temporalio/worker';
 import type { WorkflowBundleWithSourceMap } from '@temporalio/worker';
@@ -33,7 +34,7 @@ import {
 } from '../../client/hosts.ts';
 import { HOST_WORKFLOW_TYPE, hostWorkflowId } from '../../contracts/host.ts';
 import type { HostCarried, HostProxy, HostStatus } from '../../contracts/host.ts';
-import { hostUncordonUpdate } from '../../contracts/messages.ts';
+import { hostDrainUpdate, hostUncordonUpdate } from '../../contracts/messages.ts';
 import type { hostWorkflow } from '../../workflows/host.ts';
 import { poolWorkflowId } from '../../contracts/pool.ts';
 import { proxyWorkflowId } from '../../contracts/proxy.ts';
@@ -380,6 +381,98 @@ describe('host workflow', () => {
       assert.equal((await pool.query(drainNoticesQuery)).length, 2, 'the carried pool is not told again');
       await uncordonHost(c.client, ENTRY, 'h2', {});
       assert.deepEqual((await noticesWhen(pool, 3)).at(-1), { host: 'h2', draining: false });
+    }),
+  );
+
+  it('a drain continued as new goes on in the next run: the pool told once, Drained, uncordon tells it', opts, () =>
+    withHosts(async (c) => {
+      const pool = await c.client.workflow.start(POOL_STAND_IN_TYPE, {
+        taskQueue: c.tq,
+        workflowId: poolWorkflowId(ENTRY, 'p1'),
+      });
+      c.started.push(pool);
+      c.onHost = [{ name: 'p1-a', pool: `${ENTRY}/p1` }];
+      // As drainHost starts it, with the test's limit: the run continues as new after its first update.
+      const startWorkflowOperation = new WithStartWorkflowOperation<typeof hostWorkflow>(HOST_WORKFLOW_TYPE, {
+        taskQueue: c.tq,
+        workflowId: hostWorkflowId(ENTRY, 'h1'),
+        args: [{ entry: ENTRY, host: 'h1', continueAsNewAfterUpdates: 1 }],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      });
+      const started = await c.client.workflow.executeUpdateWithStart(hostDrainUpdate, {
+        args: [{ reason: 'disk swap' }],
+        startWorkflowOperation,
+      });
+      assert.equal(started.phase, 'Draining');
+      const h = c.client.workflow.getHandle<typeof hostWorkflow>(hostWorkflowId(ENTRY, 'h1'));
+      const first = await statusWhen(c, 'h1', (s) => s.drain?.proxies.length === 1, 'the first drain pass');
+      assert.deepEqual(await noticesWhen(pool, 1), [{ host: 'h1', draining: true }]);
+      const firstRun = (await h.describe()).runId;
+
+      // Another member of the pool on the host; the next pass is due: the run continues as new
+      // instead (no query meanwhile).
+      c.onHost = [...c.onHost, { name: 'p1-b', pool: `${ENTRY}/p1` }];
+      await e.env.sleep(10_000);
+      const secondRun = await pollUntil(
+        async () => {
+          const run = (await h.describe()).runId;
+          return run !== firstRun ? run : undefined;
+        },
+        { timeoutMs: WAIT_MS, intervalMs: 50, what: 'the host run continued as new' },
+      );
+      const firstEvents = (await c.client.workflow.getHandle(h.workflowId, firstRun).fetchHistory()).events ?? [];
+      assert.ok(
+        firstEvents.some((ev) => ev.workflowExecutionContinuedAsNewEventAttributes),
+        'the first run ended by continue-as-new',
+      );
+      const run = c.client.workflow.getHandle<typeof hostWorkflow>(h.workflowId, secondRun);
+      const startedEvent = (await run.fetchHistory()).events?.[0]?.workflowExecutionStartedEventAttributes;
+      const input = JSON.parse(Buffer.from(startedEvent!.input!.payloads![0]!.data!).toString('utf8')) as {
+        carried?: HostCarried;
+      };
+      assert.deepEqual(input.carried?.poolsTold, { [`${ENTRY}/p1`]: true }, 'the pool told is in its input');
+
+      // The second run goes on from the carried drain: its first pass finds the pool's new member
+      // and does not tell the pool again (told in the first run); the next finds the host empty.
+      const second = await statusWhen(c, 'h1', (s) => s.drain?.proxies.length === 2, 'the second run’s first pass');
+      assert.deepEqual(
+        second.drain?.proxies.map((p) => [p.name, p.state]),
+        [
+          ['p1-a', 'asked'],
+          ['p1-b', 'asked'],
+        ],
+      );
+      assert.deepEqual(await pool.query(drainNoticesQuery), [{ host: 'h1', draining: true }], 'not told again');
+      c.onHost = [];
+      await e.env.sleep(10_000);
+      const drained = await statusWhen(c, 'h1', (s) => s.phase === 'Drained', 'Drained in the second run');
+      assert.equal(drained.reason, 'disk swap');
+      assert.equal(drained.since, first.since);
+      assert.equal(drained.drain?.startedAt, first.drain?.startedAt);
+      assert.deepEqual(
+        drained.drain?.proxies.map((p) => [p.name, p.pool, p.state]),
+        [
+          ['p1-a', `${ENTRY}/p1`, 'gone'],
+          ['p1-b', `${ENTRY}/p1`, 'gone'],
+        ],
+      );
+      assert.equal((await pool.query(drainNoticesQuery)).length, 1, 'the carried pool is not told again');
+      const un = await uncordonHost(c.client, ENTRY, 'h1', {});
+      assert.deepEqual([un.phase, un.cordoned], ['Schedulable', false]);
+      assert.deepEqual(
+        await noticesWhen(pool, 2),
+        [
+          { host: 'h1', draining: true },
+          { host: 'h1', draining: false },
+        ],
+        'the second run tells the pool the first run told',
+      );
+      assert.equal((await withTimeout(run.result(), WAIT_MS, 'the second run to complete')).phase, 'Schedulable');
+      assert.ok(
+        !((await run.fetchHistory()).events ?? []).some((ev) => ev.workflowExecutionContinuedAsNewEventAttributes),
+        'the second run completed, not continued again',
+      );
+      await record(run, 'host-carried');
     }),
   );
 
