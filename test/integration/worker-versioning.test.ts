@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, it } from 'node:test';
 import type { Client } from '@temporalio/client';
-import { Worker, bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { smokeGreet } from '../../activities/smoke.ts';
 import { temporalSettings } from '../../client/connection.ts';
 import type { TemporalSettings } from '../../client/connection.ts';
@@ -22,24 +22,17 @@ import { CATALOG_WORKFLOW_TYPE, catalogWithdrawSignal } from '../../contracts/ca
 import { poolScaleUpdate } from '../../contracts/messages.ts';
 import { POOL_WORKFLOW_TYPE } from '../../contracts/pool.ts';
 import { SMOKE_WORKFLOW_TYPE } from '../../contracts/smoke.ts';
-import { workerVersioning } from '../../runtime/versioning.ts';
 import type { catalogWorkflow, poolWorkflow, smokeWorkflow } from '../../workflows/index.ts';
-import {
-  connectClient,
-  connectWorker,
-  installTestRuntime,
-  pollUntil,
-  uniqueId,
-  withTimeout,
-} from '../support/temporal.ts';
+import { connectClient, installTestRuntime, pollUntil, uniqueId, withTimeout } from '../support/temporal.ts';
 import type { TemporalCredentials } from '../support/temporal.ts';
 import { CLUSTER_UP_TIMEOUT_MS, clusterUp } from '../support/temporal-cluster.ts';
+import { latestRunId, startBuild as startBuild_, versioning as versioning_ } from '../support/worker-deployment.ts';
+import type { Deployment } from '../support/worker-deployment.ts';
 
 const TEST_TIMEOUT_MS = 240_000;
 /** The entry a versioned worker bundles: the workflows with their behaviors set. */
 const VERSIONED_WORKFLOWS_PATH = fileURLToPath(new URL('../../workflows/versioned.ts', import.meta.url));
 const SMOKE_TIMER_MS = 15_000;
-const BEHAVIOR = { 1: 'PINNED', 2: 'AUTO_UPGRADE' } as Record<number, string>;
 
 installTestRuntime();
 
@@ -53,6 +46,7 @@ function suite(server: string, connect: () => Promise<TemporalSettings>): void {
     const taskQueue = uniqueId('versioning-tq');
     // A deployment name may not hold '.' or ':' (uniqueId gives neither).
     const deploymentName = uniqueId('ep-versioning');
+    const deployment = (): Deployment => ({ settings, credentials, client, deploymentName, taskQueue, stops });
 
     before(
       async () => {
@@ -75,72 +69,8 @@ function suite(server: string, connect: () => Promise<TemporalSettings>): void {
       await client?.connection.close();
     });
 
-    /** A worker of build `buildId`, polling until `stops` runs. */
-    async function startBuild(buildId: string): Promise<void> {
-      const connection = await connectWorker(settings.address, credentials);
-      const workerDeploymentOptions = workerVersioning({ 'deployment-name': deploymentName, 'build-id': buildId }, {});
-      assert.ok(workerDeploymentOptions);
-      const worker = await Worker.create({
-        connection,
-        namespace: settings.namespace,
-        taskQueue,
-        workflowBundle: { code },
-        activities: { smokeGreet },
-        workerDeploymentOptions,
-      });
-      const running = worker.run();
-      stops.push(async () => {
-        worker.shutdown();
-        await withTimeout(running, 30_000, `build ${buildId}'s worker to stop`);
-        await connection.close();
-      });
-      // The server learns of a version from its pollers; only then can it be made current.
-      await pollUntil(
-        async () => {
-          const d = await client.workflowService
-            .describeWorkerDeployment({ namespace: settings.namespace, deploymentName })
-            .catch(() => undefined);
-          const versions = d?.workerDeploymentInfo?.versionSummaries ?? [];
-          return versions.some((v) => v.deploymentVersion?.buildId === buildId) ? true : undefined;
-        },
-        { timeoutMs: 30_000, intervalMs: 500, what: `version ${buildId} of ${deploymentName} to be registered` },
-      );
-      // Until the server has seen the new version poll every task queue of the current one, it
-      // refuses the switch (FAILED_PRECONDITION "missing active task queues"): retried, bounded.
-      let refusal = '';
-      try {
-        await pollUntil(
-          () =>
-            client.workflowService
-              .setWorkerDeploymentCurrentVersion({
-                namespace: settings.namespace,
-                deploymentName,
-                buildId,
-                identity: 'worker-versioning.test',
-              })
-              .then(
-                () => true,
-                (err: { code?: number; message?: string }) => {
-                  if (err.code !== 9) throw err;
-                  refusal = err.message ?? '';
-                  return undefined;
-                },
-              ),
-          { timeoutMs: 60_000, intervalMs: 1_000, what: `${buildId} to be made current` },
-        );
-      } catch (err) {
-        throw new Error(`${(err as Error).message}; the server's last refusal: ${refusal}`, { cause: err });
-      }
-    }
-
-    const versioning = async (workflowId: string) => {
-      const d = await client.workflowService.describeWorkflowExecution({
-        namespace: settings.namespace,
-        execution: { workflowId },
-      });
-      const v = d.workflowExecutionInfo?.versioningInfo;
-      return { buildId: v?.deploymentVersion?.buildId ?? undefined, behavior: BEHAVIOR[v?.behavior ?? 0] };
-    };
+    const startBuild = (buildId: string): Promise<void> => startBuild_(deployment(), buildId, code, { smokeGreet });
+    const versioning = (workflowId: string) => versioning_(deployment(), workflowId);
 
     it(
       'a long-lived run moves to the new current build; a short one stays pinned to its own',
@@ -241,13 +171,7 @@ function suite(server: string, connect: () => Promise<TemporalSettings>): void {
         // Each scale update is a task of the run; the first pass that sees the newer current build
         // continues as new. Bounded: one update every 2 s for 60 s.
         let updates = 0;
-        const latestRun = async () =>
-          (
-            await client.workflowService.describeWorkflowExecution({
-              namespace: settings.namespace,
-              execution: { workflowId: pool.workflowId },
-            })
-          ).workflowExecutionInfo?.execution?.runId ?? undefined;
+        const latestRun = () => latestRunId(deployment(), pool.workflowId);
         await pollUntil(
           async () => {
             if ((await latestRun()) !== firstRunId) return true;
