@@ -102,7 +102,7 @@ export function createImageActivities(
      * read for the broadcast, so a join is either on the broadcast's list, or came after the base
      * was published and finds it here (also when it started a new run of a finished image
      * workflow), or came before, during one of the image workflow's tasks, and is told by the
-     * workflow's own signal, which under load came 9-39 s after the upload (docs/benchmarks.md).
+     * workflow's own signal, which under load comes seconds after the upload.
      */
     async joinImage(input: {
       workflowId: string;

@@ -1,8 +1,8 @@
 /**
  * The two parts of ssh2 this project calls, each loaded from its own file: the client and the key
  * parser. ssh2's package entry also loads its server, SFTP, agent, HTTP agents and key generation
- * (bcrypt-pbkdf, tweetnacl, node:http, node:https), about 7 ms of start-up for every process that
- * dials and that none of our code uses (docs/benchmarks.md, "Start-up"). ssh2 has no `exports` map,
+ * (bcrypt-pbkdf, tweetnacl, node:http, node:https): start-up time for every process that dials,
+ * for code none of ours uses. ssh2 has no `exports` map,
  * so these paths are public in practice; test/unit/ssh2-parts.test.ts fails if an ssh2 upgrade
  * moves them or if they stop being the very objects the package entry exports.
  */

@@ -1,6 +1,5 @@
 /**
- * How often a pool member reports to its pool (workflows/proxy/pool-member.ts, the
- * `pool-report-hold` marker), on the time-skipping test server with fake activities and an open
+ * How often a pool member reports to its pool (workflows/proxy/pool-member.ts), on the time-skipping test server with fake activities and an open
  * stand-in workflow at the pool's ID: the steps on the way up (Pending … Running, the first host,
  * the address) are held and sent together REPORT_HOLD_MS after the last report, by a timer; the
  * changes a pool acts on (Healthy, the role it applied, an ending state) go out at once, in the

@@ -130,10 +130,8 @@ export async function apply(
 
 /**
  * Marks members whose workflow is no longer open (a report lost, a termination) as ended. With
- * `started` (the `pool-audit-started` marker) only members whose start went through, counted
- * from then: a member still waiting for a start slot has no workflow yet, and at 1,000 members
- * waiting in the start window the audit marked every one not yet started Failed (657 of 1,000 at
- * 5 minutes into a scale-up; docs/benchmarks.md, "N = 1,000").
+ * `started` (the pool passes true) only members whose start went through, counted from then: a
+ * member still waiting for a start slot has no workflow yet.
  */
 export async function audit(state: PoolState, started = false): Promise<void> {
   const now = Date.now();
