@@ -28,6 +28,7 @@ import type {
   PoolPhase,
   PoolSpec,
   PoolSpecPatch,
+  PoolBrief,
   PoolStatus,
   RollbackRequest,
   ScaleRequest,
@@ -275,7 +276,7 @@ async function poolUpdate(
   entry: string,
   name: string,
   what: string,
-  send: (h: WorkflowHandle<typeof poolWorkflow>) => Promise<PoolStatus>,
+  send: (h: WorkflowHandle<typeof poolWorkflow>) => Promise<PoolBrief>,
   o: PoolCallOptions,
 ): Promise<PoolUpdateResult | undefined> {
   const existing = await describePool(client, entry, name, o);
@@ -284,9 +285,12 @@ async function poolUpdate(
     return { kind: 'refused', message: `pool ${entry}/${name} has ended (${existing.phase ?? existing.execution})` };
   }
   try {
-    const status = await withDeadline(client, what, o.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS, () =>
-      send(handleOf(client, entry, name)),
-    );
+    // The update answers a brief status (it stays in the pool's history); the members come by query.
+    const status = await withDeadline(client, what, o.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS, async () => {
+      const h = handleOf(client, entry, name);
+      await send(h);
+      return h.query(poolStatusQuery);
+    });
     return { kind: 'done', status };
   } catch (err) {
     if (err instanceof WorkflowUpdateFailedError)

@@ -29,7 +29,7 @@ import {
   IMAGE_READY_SIGNAL,
   IMAGE_STATUS_QUERY,
 } from './image.ts';
-import type { MemberReport, PoolSpecPatch, PoolStatus, RollbackRequest, ScaleRequest } from './pool.ts';
+import type { MemberReport, PoolSpecPatch, PoolStatus, PoolBrief, RollbackRequest, ScaleRequest } from './pool.ts';
 import {
   MEMBER_SERVING_SIGNAL,
   POOL_DELETE_UPDATE,
@@ -69,16 +69,16 @@ export const poolStatusQuery = defineQuery<PoolStatus>(POOL_STATUS_QUERY);
 /** From a member: its summary changed. */
 export const poolMemberSignal = defineSignal<[MemberReport]>(POOL_MEMBER_SIGNAL);
 /** Sets the size (and spares); refused beyond the limits. Returns the status after the change. */
-export const poolScaleUpdate = defineUpdate<PoolStatus, [ScaleRequest]>(POOL_SCALE_UPDATE);
+export const poolScaleUpdate = defineUpdate<PoolBrief, [ScaleRequest]>(POOL_SCALE_UPDATE);
 /** Changes the spec; a new template starts a rollout. Refused when the result is not valid. */
-export const poolSpecUpdate = defineUpdate<PoolStatus, [PoolSpecPatch]>(POOL_SPEC_UPDATE);
+export const poolSpecUpdate = defineUpdate<PoolBrief, [PoolSpecPatch]>(POOL_SPEC_UPDATE);
 /** Pauses the rollout (failed members are still replaced). */
-export const poolPauseUpdate = defineUpdate<PoolStatus>(POOL_PAUSE_UPDATE);
-export const poolResumeUpdate = defineUpdate<PoolStatus>(POOL_RESUME_UPDATE);
+export const poolPauseUpdate = defineUpdate<PoolBrief>(POOL_PAUSE_UPDATE);
+export const poolResumeUpdate = defineUpdate<PoolBrief>(POOL_RESUME_UPDATE);
 /** Rolls back to the given revision, or the last stable one; refused when there is none. */
-export const poolRollbackUpdate = defineUpdate<PoolStatus, [RollbackRequest]>(POOL_ROLLBACK_UPDATE);
+export const poolRollbackUpdate = defineUpdate<PoolBrief, [RollbackRequest]>(POOL_ROLLBACK_UPDATE);
 /** Deletes the pool and its members; the workflow ends once they are deleted. */
-export const poolDeleteUpdate = defineUpdate<PoolStatus>(POOL_DELETE_UPDATE);
+export const poolDeleteUpdate = defineUpdate<PoolBrief>(POOL_DELETE_UPDATE);
 
 // ---- the ensure-image workflow and its waiters (proxies, warm) -----------------------------
 

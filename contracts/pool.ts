@@ -332,6 +332,12 @@ export interface PoolFailure {
 }
 
 /** What the `status` query returns. */
+/**
+ * What a pool's updates answer: its status without the members (a member adds about 250 bytes, and
+ * every update's answer is kept in the pool's history); the members are read by query.
+ */
+export type PoolBrief = Omit<PoolStatus, 'members'> & { memberCount: number };
+
 export interface PoolStatus {
   entry: string;
   name: string;

@@ -173,6 +173,32 @@ describe('pool workflow', () => {
     });
   });
 
+  it(
+    "an update answers a brief status: what the pool's history keeps of it does not grow with its members",
+    opts,
+    async () => {
+      const f = new PoolFakes(e);
+      await withPool(f, async (tq, started) => {
+        const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }));
+        await poolWhen(h, readyAt(2), 'Ready at 2');
+        const small = await h.executeUpdate(poolScaleUpdate, { args: [{ size: 2 }] });
+        assert.equal(small.memberCount, 2);
+        assert.equal('members' in small, false, 'no members in the answer');
+        await h.executeUpdate(poolScaleUpdate, { args: [{ size: 12 }] });
+        await poolWhen(h, readyAt(12), 'Ready at 12');
+        const large = await h.executeUpdate(poolScaleUpdate, { args: [{ size: 12 }] });
+        assert.equal(large.memberCount, 12);
+        const answers = ((await h.fetchHistory()).events ?? [])
+          .map((ev) => ev.workflowExecutionUpdateCompletedEventAttributes?.outcome?.success?.payloads?.[0]?.data)
+          .filter((d): d is Uint8Array => d != null)
+          .map((d) => d.length);
+        assert.equal(answers.length, 3);
+        const [atTwo, , atTwelve] = answers as [number, number, number];
+        assert.ok(atTwelve - atTwo < 300, `the answer at 12 members is ${atTwelve} bytes, at 2 ${atTwo}`);
+      });
+    },
+  );
+
   it('create → scale → a template rolls through → delete ends Deleted after its members', opts, async () => {
     const f = new PoolFakes(e);
     await withPool(f, async (tq, started) => {

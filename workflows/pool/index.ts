@@ -22,7 +22,7 @@ import { CODES } from '../../contracts/errors.ts';
 import type { PoolState, PoolWorkflowInput } from '../../contracts/pool-state.ts';
 import { applyDrainNotice, applyReport, applySpec, newPoolState, nextRandom, reconcile } from './plan.ts';
 import { rollbackTo, seedOf } from './plan.ts';
-import { poolStatus, rollbackTarget, specOfState } from './status.ts';
+import { poolStatus, poolBrief, rollbackTarget, specOfState } from './status.ts';
 import { apply, audit, AUDIT_INTERVAL_MS, publishPool } from './effects.ts';
 import { retired } from '../retiring.ts';
 import { continueOntoCurrentBuild, newerBuildCurrent } from '../upgrade.ts';
@@ -45,7 +45,6 @@ export const POOL_CONTINUE_WHEN_SETTLED_PATCH = 'pool-continue-when-settled';
 export const POOL_SETTLE_HISTORY_CEILING = 20_000;
 /** Member starts in flight at once, unless the input says otherwise. */
 export const POOL_START_WINDOW = 50;
-
 
 export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus> {
   const at = new Date().toISOString();
@@ -72,7 +71,7 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
     (req: ScaleRequest) => {
       state.spec = { ...state.spec, size: req.size, spares: req.spares ?? state.spec.spares };
       poke();
-      return poolStatus(state, Date.now());
+      return poolBrief(state, Date.now());
     },
     { validator: (req: ScaleRequest) => refuse([...notDeleting(), ...scaleProblems(req?.size, req?.spares)]) },
   );
@@ -81,7 +80,7 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
     (patch: PoolSpecPatch) => {
       applySpec(state, resolvePoolSpec({ ...specOfState(state), ...patch }), new Date().toISOString());
       poke();
-      return poolStatus(state, Date.now());
+      return poolBrief(state, Date.now());
     },
     {
       validator: (patch: PoolSpecPatch) => {
@@ -95,7 +94,7 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
     () => {
       state.paused = true;
       poke();
-      return poolStatus(state, Date.now());
+      return poolBrief(state, Date.now());
     },
     { validator: () => refuse(notDeleting()) },
   );
@@ -104,7 +103,7 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
     () => {
       state.paused = false;
       poke();
-      return poolStatus(state, Date.now());
+      return poolBrief(state, Date.now());
     },
     { validator: () => refuse(notDeleting()) },
   );
@@ -117,7 +116,7 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
         rollbackTo(state, target, Date.now());
       }
       poke();
-      return poolStatus(state, Date.now());
+      return poolBrief(state, Date.now());
     },
     {
       validator: (req: RollbackRequest) => {
@@ -132,7 +131,7 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
     () => {
       state.deleting = true;
       poke();
-      return poolStatus(state, Date.now());
+      return poolBrief(state, Date.now());
     },
     { validator: () => undefined },
   );

@@ -1,5 +1,5 @@
 // What a pool reports (the `status` query, the memo, the Web UI's details), from its state: pure.
-import type { PoolMemberStatus, PoolPhase, PoolSpec, PoolStatus } from '../../contracts/pool.ts';
+import type { PoolMemberStatus, PoolPhase, PoolSpec, PoolStatus, PoolBrief } from '../../contracts/pool.ts';
 import type { PoolState } from '../../contracts/pool-state.ts';
 import { isAvailable, isReady } from './plan.ts';
 
@@ -59,6 +59,12 @@ export function poolPhase(state: PoolState, nowMs: number): PoolPhase {
   if (ready) return 'Ready';
   if (state.paused) return 'Paused';
   return 'Progressing';
+}
+
+/** The status without its members: what the updates answer (contracts/pool.ts PoolBrief). */
+export function poolBrief(state: PoolState, nowMs: number): PoolBrief {
+  const { members, ...rest } = poolStatus(state, nowMs);
+  return { ...rest, memberCount: members.length };
 }
 
 export function poolStatus(state: PoolState, nowMs: number): PoolStatus {
