@@ -40,6 +40,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, median, percentile, ratio, spread } from './lib/stats.ts';
+import { freePort } from '../test/support/sshd.ts';
 
 const USAGE =
   'node bench/door.ts [--rounds 5] [--requests 2000] [--connects 500] [--concurrency 1 --concurrency 8] [--event-runs 3] [--skip-load] [--skip-events]';
@@ -116,14 +117,6 @@ async function stop(proc: ChildProcess): Promise<void> {
   const t = setTimeout(() => proc.kill('SIGKILL'), 3000);
   await gone;
   clearTimeout(t);
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, HOST, r));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
 }
 
 /** Waits (bounded) until a TCP connect to `port` succeeds. */

@@ -21,6 +21,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
 import { renderDoor } from '../../lib/door/haproxy.ts';
 import type { DoorSpec } from '../../lib/door/haproxy.ts';
+import { freePort } from '../support/sshd.ts';
 
 const HOST = '127.0.0.1';
 const BOUND_MS = 10_000;
@@ -53,14 +54,6 @@ function killGroup(proc: ChildProcess): void {
       // already gone
     }
   }
-}
-
-async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((r) => server.listen(0, HOST, r));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise<void>((r) => server.close(() => r()));
-  return port;
 }
 
 /** Waits (bounded) until a TCP connect to `port` succeeds. */
