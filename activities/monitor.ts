@@ -45,7 +45,10 @@ export async function runMonitor(input: MonitorInput & { waitFirst?: boolean }, 
   const resumed = io.resumed();
   let state: MonitorState = resumed?.state ?? known;
   io.heartbeat({ state });
-  if (input.waitFirst === true && resumed === undefined) await io.wait(h.intervalMs);
+  // After a return the workflow starts the next monitor at once: its first poll keeps the cadence
+  // of the state it was handed (a booting proxy's fast poll, else the interval), so a return on the
+  // address does not hold the first probes of a booting proxy back by an interval.
+  if (input.waitFirst === true && resumed === undefined) await io.wait(pollWaitMs(state.status, h));
   const knownKey = watched(known.status);
   for (;;) {
     const polled = await pollOnce(input, knownKey, state, io);
