@@ -29,12 +29,21 @@ import {
   IMAGE_READY_SIGNAL,
   IMAGE_STATUS_QUERY,
 } from './image.ts';
-import type { MemberReport, PoolSpecPatch, PoolStatus, PoolBrief, RollbackRequest, ScaleRequest } from './pool.ts';
+import type {
+  MemberReport,
+  PoolSpecPatch,
+  PoolStatus,
+  PoolBrief,
+  ReplaceMemberRequest,
+  RollbackRequest,
+  ScaleRequest,
+} from './pool.ts';
 import {
   MEMBER_SERVING_SIGNAL,
   POOL_DELETE_UPDATE,
   POOL_MEMBER_SIGNAL,
   POOL_PAUSE_UPDATE,
+  POOL_REPLACE_MEMBER_UPDATE,
   POOL_RESUME_UPDATE,
   POOL_ROLLBACK_UPDATE,
   POOL_SCALE_UPDATE,
@@ -79,6 +88,13 @@ export const poolResumeUpdate = defineUpdate<PoolBrief>(POOL_RESUME_UPDATE);
 export const poolRollbackUpdate = defineUpdate<PoolBrief, [RollbackRequest]>(POOL_ROLLBACK_UPDATE);
 /** Deletes the pool and its members; the workflow ends once they are deleted. */
 export const poolDeleteUpdate = defineUpdate<PoolBrief>(POOL_DELETE_UPDATE);
+/**
+ * Replaces one member on request (a banned exit): it leaves discovery at once and a replacement is
+ * made (a spare promoted first). Refused by the validator (nothing in the history) for an unknown
+ * member, one already leaving, an empty or overlong reason, a pool being deleted, and past
+ * `replacement.requestedPerHour` in a sliding hour.
+ */
+export const poolReplaceMemberUpdate = defineUpdate<PoolBrief, [ReplaceMemberRequest]>(POOL_REPLACE_MEMBER_UPDATE);
 
 // ---- the ensure-image workflow and its waiters (proxies, warm) -----------------------------
 

@@ -66,6 +66,13 @@ export interface PoolState {
   backoffs: number;
   rollout?: RolloutState;
   replacements: number;
+  /** Members replaced on request (`replaceMember`). Absent in states carried from runs before it: 0. */
+  replacedOnRequest?: number;
+  /**
+   * Workflow times (ms) of the `replaceMember` requests accepted in the last hour, oldest first: the
+   * sliding hour of `replacement.requestedPerHour`. Absent in states carried from runs before it.
+   */
+  replaceRequestsMs?: number[];
   rollbacks: number;
   /** Members removed since the rollout started (for its progress). */
   removedOld: number;

@@ -16,6 +16,8 @@ export const POOL_PAUSE_UPDATE = 'pause';
 export const POOL_RESUME_UPDATE = 'resume';
 export const POOL_ROLLBACK_UPDATE = 'rollback';
 export const POOL_DELETE_UPDATE = 'delete';
+/** Replaces one member on request (a banned exit): refused past `replacement.requestedPerHour`. */
+export const POOL_REPLACE_MEMBER_UPDATE = 'replaceMember';
 /** Member → pool: its summary changed. */
 export const POOL_MEMBER_SIGNAL = 'member';
 /** Pool → member: whether it is in discovery (a spare, or a member leaving, is not). */
@@ -79,6 +81,12 @@ export interface PoolReplacement {
   /** ...stop creation for `backoffMs` (default 10 min, doubling to 1 h) and report Degraded. */
   windowMs?: number;
   backoffMs?: number;
+  /**
+   * Members replaced on request (the `replaceMember` update: an operator or a client reporting a
+   * banned exit) in any sliding hour; requests past it are refused (default 6; 0 refuses every
+   * request), so a broken scraper cannot churn the pool.
+   */
+  requestedPerHour?: number;
 }
 
 export interface PoolRotation {
@@ -134,6 +142,7 @@ export const POOL_DEFAULTS = {
   maxFailures: 3,
   windowMs: 1_800_000,
   backoffMs: 600_000,
+  requestedPerHour: 6,
   maxBackoffMs: 3_600_000,
   jitter: 0.1,
   scaleDownPolicy: 'random' as ScaleDownPolicy,
@@ -163,6 +172,7 @@ export function resolvePoolSpec(spec: PoolSpec): ResolvedPoolSpec {
       maxFailures: spec.replacement?.maxFailures ?? d.maxFailures,
       windowMs: spec.replacement?.windowMs ?? d.windowMs,
       backoffMs: spec.replacement?.backoffMs ?? d.backoffMs,
+      requestedPerHour: spec.replacement?.requestedPerHour ?? d.requestedPerHour,
     },
     rotation: { jitter: spec.rotation?.jitter ?? d.jitter },
     scaleDownPolicy: spec.scaleDownPolicy ?? d.scaleDownPolicy,
@@ -174,6 +184,8 @@ export function resolvePoolSpec(spec: PoolSpec): ResolvedPoolSpec {
 }
 
 const DURATION = { min: 0, max: 30 * 86_400_000 } as const;
+/** Limits of `replacement.requestedPerHour` (0: replacement on request refused). */
+export const REQUESTED_PER_HOUR = { min: 0, max: 100 } as const;
 
 /**
  * What is wrong with `spec`, each naming its field and the fix (empty: nothing). The API's schema,
@@ -212,6 +224,7 @@ export function poolSpecProblems(spec: PoolSpec): string[] {
   whole('replacement.maxFailures', spec.replacement?.maxFailures, { min: 1, max: 100 });
   whole('replacement.windowMs', spec.replacement?.windowMs, { min: 1000, max: DURATION.max });
   whole('replacement.backoffMs', spec.replacement?.backoffMs, { min: 1000, max: DURATION.max });
+  whole('replacement.requestedPerHour', spec.replacement?.requestedPerHour, REQUESTED_PER_HOUR);
   whole('rotation.maxAgeMs', spec.rotation?.maxAgeMs, { min: 60_000, max: 365 * 86_400_000 });
   const j = spec.rotation?.jitter;
   if (j !== undefined && !(typeof j === 'number' && j >= 0 && j <= 0.5)) {
@@ -257,6 +270,15 @@ export type PoolSpecPatch = Partial<Omit<PoolSpec, 'entry' | 'name'>>;
 /** The `rollback` update's argument: a revision, or (none) the last stable one. */
 export interface RollbackRequest {
   revision?: number;
+}
+
+/** Longest reason of a `replaceMember` request (it is kept in the member's `condemned`). */
+export const MAX_REPLACE_REASON_LENGTH = 200;
+
+/** The `replaceMember` update's argument: the member to replace and why (1-200 characters). */
+export interface ReplaceMemberRequest {
+  name: string;
+  reason: string;
 }
 
 /** The pool's overall state. */
@@ -359,6 +381,8 @@ export interface PoolStatus {
   /** Members on the current revision (not leaving). */
   updated: number;
   replacements: number;
+  /** Members replaced on request (`replaceMember`), counted apart from `replacements`. */
+  replacedOnRequest: number;
   rollbacks: number;
   paused: boolean;
   /** Hosts being drained (their members replaced elsewhere; new members avoid them), sorted. */

@@ -269,6 +269,11 @@ export class FakePools implements PoolStore {
     } else if (u.kind === 'pause' || u.kind === 'resume') {
       st.paused = u.kind === 'pause';
       st.phase = st.paused ? 'Paused' : 'Ready';
+    } else if (u.kind === 'replaceMember') {
+      if (!st.members.some((m) => m.name === u.request.name)) {
+        return Promise.resolve({ kind: 'refused', message: `no member ${u.request.name} in pool ${entry}/${name}` });
+      }
+      st.replacedOnRequest = (st.replacedOnRequest ?? 0) + 1;
     } else {
       if (st.history.length < 2) {
         return Promise.resolve({ kind: 'refused', message: 'the pool has only one revision: nothing to roll back to' });
@@ -311,6 +316,7 @@ export function fakePoolStatus(spec: PoolSpec, o: Partial<PoolStatus> = {}): Poo
     available: 0,
     updated: 0,
     replacements: 0,
+    replacedOnRequest: 0,
     rollbacks: 0,
     paused: false,
     drainingHosts: [],

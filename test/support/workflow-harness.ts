@@ -680,6 +680,33 @@ export async function upsertedStates(handle: WorkflowHandle): Promise<string[]> 
   return out;
 }
 
+/** One memo the run published (an upsert in its history): the fields upserted and the event's server time. */
+export interface PublishedMemo {
+  /** Server time of the upsert (ms; the time-skipping server's clock, skipped time included). */
+  atMs: number;
+  memo: Record<string, unknown>;
+}
+
+/**
+ * Every memo upsert of the run, in order, from its history: what the workflow published, each one,
+ * however briefly it held (a check over these cannot miss a dip that a query sampled every few
+ * milliseconds would). Fields are JSON payloads (the default converter's).
+ */
+export async function publishedMemos(handle: WorkflowHandle): Promise<PublishedMemo[]> {
+  const out: PublishedMemo[] = [];
+  for (const e of await events(handle)) {
+    const fields = e.workflowPropertiesModifiedEventAttributes?.upsertedMemo?.fields;
+    if (fields === undefined || fields === null) continue;
+    const memo: Record<string, unknown> = {};
+    for (const [k, p] of Object.entries(fields)) {
+      if (p?.data) memo[k] = JSON.parse(Buffer.from(p.data).toString('utf8')) as unknown;
+    }
+    const t = e.eventTime;
+    out.push({ atMs: Number(t?.seconds ?? 0) * 1000 + Math.round(Number(t?.nanos ?? 0) / 1e6), memo });
+  }
+  return out;
+}
+
 /** Consecutive duplicates removed: the states as a client watching the search attribute saw them. */
 export function distinctStates(xs: string[]): string[] {
   return xs.filter((x, i) => i === 0 || xs[i - 1] !== x);

@@ -10,13 +10,21 @@ import {
   poolHostDrainSignal,
   poolMemberSignal,
   poolPauseUpdate,
+  poolReplaceMemberUpdate,
   poolResumeUpdate,
   poolRollbackUpdate,
   poolScaleUpdate,
   poolSpecUpdate,
   poolStatusQuery,
 } from '../../contracts/messages.ts';
-import type { PoolSpec, PoolSpecPatch, PoolStatus, RollbackRequest, ScaleRequest } from '../../contracts/pool.ts';
+import type {
+  PoolSpec,
+  PoolSpecPatch,
+  PoolStatus,
+  ReplaceMemberRequest,
+  RollbackRequest,
+  ScaleRequest,
+} from '../../contracts/pool.ts';
 import { poolSpecProblems, resolvePoolSpec, scaleProblems } from '../../contracts/pool.ts';
 import { CODES } from '../../contracts/errors.ts';
 import type { PoolState, PoolWorkflowInput } from '../../contracts/pool-state.ts';
@@ -24,6 +32,7 @@ import { applyDrainNotice, applyReport, applySpec, newPoolState, nextRandom, rec
 import { rollbackTo, seedOf } from './plan.ts';
 import { poolStatus, poolBrief, rollbackTarget, specOfState } from './status.ts';
 import { apply, audit, AUDIT_INTERVAL_MS, publishPool } from './effects.ts';
+import { replaceOnRequest, replaceRequestProblem } from './requests.ts';
 import { retired } from '../retiring.ts';
 import { continueOntoCurrentBuild, newerBuildCurrent } from '../upgrade.ts';
 
@@ -123,6 +132,20 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
         refuse(notDeleting());
         const target = rollbackTarget(state, req?.revision);
         if (typeof target === 'string') throw new Error(target);
+      },
+    },
+  );
+  setHandler(
+    poolReplaceMemberUpdate,
+    (req: ReplaceMemberRequest) => {
+      replaceOnRequest(state, req, Date.now());
+      poke();
+      return poolBrief(state, Date.now());
+    },
+    {
+      validator: (req: ReplaceMemberRequest) => {
+        const problem = replaceRequestProblem(state, req, Date.now());
+        if (problem !== undefined) throw new Error(problem);
       },
     },
   );

@@ -115,6 +115,8 @@ export function newPoolState(spec: ResolvedPoolSpec, at: string, seed = 1): Pool
     failures: [],
     backoffs: 0,
     replacements: 0,
+    replacedOnRequest: 0,
+    replaceRequestsMs: [],
     rollbacks: 0,
     removedOld: 0,
     deleting: false,

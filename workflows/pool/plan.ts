@@ -222,7 +222,8 @@ function drainLeavers(state: PoolState, nowMs: number, actions: PoolAction[], wa
   }
 }
 
-function leave(state: PoolState, m: MemberRecord, nowMs: number): void {
+/** `m` leaves: out of discovery (told by the next pass), drained, then deleted (drainLeavers). */
+export function leave(state: PoolState, m: MemberRecord, nowMs: number): void {
   if (m.role === 'leaving') return;
   m.hadServed = m.hadServed === true || m.report?.serving === true;
   m.role = 'leaving';

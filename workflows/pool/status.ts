@@ -104,6 +104,7 @@ export function poolStatus(state: PoolState, nowMs: number): PoolStatus {
     available: members.filter((m) => m.available).length,
     updated: live.filter((m) => m.revision === state.revision).length,
     replacements: state.replacements,
+    replacedOnRequest: state.replacedOnRequest ?? 0,
     rollbacks: state.rollbacks,
     paused: state.paused,
     drainingHosts: [...(state.drainingHosts ?? [])],
