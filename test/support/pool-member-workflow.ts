@@ -11,9 +11,10 @@ import type { MemberReport } from '../../contracts/pool.ts';
 
 export const STAND_IN_WORKFLOW_TYPE = 'poolMemberStandIn';
 
-export type MemberPatch = Partial<
-  Pick<MemberReport, 'state' | 'health' | 'host' | 'ip' | 'serving' | 'lastError' | 'hostUnreachableSince'>
->;
+/** `hostUnreachableSince: null` clears it (its host answers again). */
+export type MemberPatch = Partial<Pick<MemberReport, 'state' | 'health' | 'host' | 'ip' | 'serving' | 'lastError'>> & {
+  hostUnreachableSince?: string | null;
+};
 
 export interface StandInInput {
   /** The pool's workflow ID (reports go there). */
@@ -59,7 +60,11 @@ export async function poolMemberStandIn(input: StandInInput): Promise<StandInVie
     await condition(() => changes.length > 0);
     const patch = Object.assign({}, ...changes.splice(0)) as MemberPatch;
     const healthSince = patch.health !== undefined && patch.health !== report.health ? now() : report.healthSince;
-    report = { ...report, ...patch, healthSince, at: now() };
+    const { hostUnreachableSince, ...rest } = patch;
+    report = { ...report, ...rest, healthSince, at: now() };
+    // null clears it (undefined does not survive the signal's JSON).
+    if (hostUnreachableSince === null) delete report.hostUnreachableSince;
+    else if (hostUnreachableSince !== undefined) report.hostUnreachableSince = hostUnreachableSince;
     await pool.signal(poolMemberSignal, report).catch(() => undefined); // the pool ended: nothing to tell
     if (report.state === 'Deleted' || report.state === 'Failed') return { report, served };
   }
