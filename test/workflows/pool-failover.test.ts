@@ -5,12 +5,16 @@
  * a spare takes its place at once; the host rule replaces it at hostFailureGraceMs, not before.
  * Every status the pool published (its memo upserts, read from the history) is checked, so a dip
  * that no query happened to sample cannot pass.
+ *
+ * EP_RECORD_POOL_REPLAY=1 writes the first test's history to test/replay/pool-host-silent-spare.sdk-<version>.json.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
 import type { PoolStatus } from '../../contracts/pool.ts';
+import { poolDeleteUpdate } from '../../contracts/messages.ts';
 import { publishedMemos, TEST_TIMEOUT_MS, withWorker } from '../support/workflow-harness.ts';
+import { recordReplay } from '../support/replay-record.ts';
 import type { PublishedMemo } from '../support/workflow-harness.ts';
 import {
   PoolFakes,
@@ -108,6 +112,9 @@ describe('pool failover', () => {
           `below 2 in discovery past 10 s: ${JSON.stringify(dips)}`,
         );
         assert.equal(available(memos.at(-1)!), 2);
+        await h.executeUpdate(poolDeleteUpdate);
+        assert.equal((await h.result()).phase, 'Deleted');
+        await recordReplay(h, 'pool-host-silent-spare', 'EP_RECORD_POOL_REPLAY');
       });
     },
   );

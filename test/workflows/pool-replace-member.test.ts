@@ -6,6 +6,8 @@
  * empty or overlong reasons, a pool being deleted, and requests past replacement.requestedPerHour
  * in a sliding hour; continue-as-new carries the count and the hour's requests. Every status the
  * pool published (its memo upserts, from the history) is checked, not a sample of queries.
+ *
+ * EP_RECORD_POOL_REPLAY=1 writes the first test's history to test/replay/pool-replace-member.sdk-<version>.json.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
@@ -20,6 +22,7 @@ import {
 } from '../../contracts/messages.ts';
 import type { PoolStatus } from '../../contracts/pool.ts';
 import { publishedMemos, TEST_TIMEOUT_MS, withWorker } from '../support/workflow-harness.ts';
+import { recordReplay } from '../support/replay-record.ts';
 import {
   PoolFakes,
   poolFileEnv,
@@ -123,6 +126,9 @@ describe('pool replaceMember', () => {
           `below 2 in discovery past 10 s: ${JSON.stringify(dips)}`,
         );
         assert.equal(memos.at(-1)?.memo['available'], 2);
+        await h.executeUpdate(poolDeleteUpdate);
+        assert.equal((await h.result()).phase, 'Deleted');
+        await recordReplay(h, 'pool-replace-member', 'EP_RECORD_POOL_REPLAY');
       });
     },
   );
