@@ -3,11 +3,16 @@
  * front of two real Squid exits (Debian's, unpacked by scripts/test into EP_SQUID_ROOT) and a
  * loopback target that answers with the Via header (which exit carried the request) and whether a
  * Proxy-Authorization header reached it. Checked: each `user-session-<id>` always leaves by one
- * exit and both exits get sessions; CONNECT and plain GET go through; no or wrong credentials get
- * 407 with Proxy-Authenticate and no credential reaches an exit or the target; an exit put in
- * maint through the runtime socket keeps a CONNECT tunnel open through it working; an exit killed
- * moves its sessions to the other, each session losing at most one request, and is marked down
- * within 5 s. haproxy comes from scripts/test's TEST_PACKAGES: without it this fails.
+ * exit and both exits get sessions, while a plain credential's requests spread over both; a
+ * session with a lifetime keeps its exit until its lifetime has passed; CONNECT and plain GET go
+ * through; no or wrong credentials get 407 with Proxy-Authenticate and no credential reaches an
+ * exit or the target; per-credential rules (403 enforce, report passes and is logged), the
+ * reserved ranges refused for every credential, 429 over the rate, 503 over the open tunnels,
+ * bytes counted per credential, one JSON decision line per request; an exit added, enabled and
+ * deleted through the runtime API; an exit put in maint through the runtime socket keeps a
+ * CONNECT tunnel open through it working; an exit killed moves its sessions to the other, each
+ * session losing at most one request, and is marked down within 5 s. haproxy comes from
+ * scripts/test's TEST_PACKAGES: without it this fails.
  */
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -19,8 +24,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, describe, it } from 'node:test';
-import { renderDoor } from '../../lib/door/haproxy.ts';
-import type { DoorSpec } from '../../lib/door/haproxy.ts';
+import {
+  DOOR_CREDENTIAL_TABLE,
+  DOOR_DECISION_MSG,
+  DOOR_SESSION_TABLE,
+  DOOR_TUNNEL_TABLE,
+  doorServerOptions,
+  parseDoorCredentialTable,
+  renderDoor,
+} from '../../lib/door/haproxy.ts';
+import type { DoorSpec, DoorUser } from '../../lib/door/haproxy.ts';
 import { freePort } from '../support/sshd.ts';
 
 const HOST = '127.0.0.1';
@@ -32,19 +45,38 @@ const NO_SQUID = `no squid at ${SQUID_ROOT}: scripts/test unpacks Debian squid i
 const HASH = '$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG.';
 const SESSIONS = Array.from({ length: 10 }, (_, i) => `user-session-${i}`);
 const TUNNEL_USER = 'user-session-tunnel';
+const HEALTH = { interMs: 500, fall: 2, rise: 1 };
+/** The credentials of the door under test; the target (127.0.0.1) is opened by allowReserved. */
+const USERS: DoorUser[] = [
+  { name: 'user', passwordHash: HASH },
+  // Allowed only the target's address.
+  { name: 'narrow', passwordHash: HASH, rules: { mode: 'enforce', allowDestinations: ['127.0.0.1/32'] } },
+  { name: 'denied', passwordHash: HASH, rules: { mode: 'enforce', denyDestinations: ['.localhost', '127.0.0.1/32'] } },
+  { name: 'reporter', passwordHash: HASH, rules: { mode: 'report', allowDestinations: ['.example.org'] } },
+  { name: 'limited', passwordHash: HASH, limits: { requestsPerSecond: 2 } },
+  { name: 'tunneler', passwordHash: HASH, limits: { concurrentTunnels: 2 } },
+  { name: 'counted', passwordHash: HASH },
+];
 const basic = (user: string, password = 'secret'): string =>
   `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 
 const children: ChildProcess[] = [];
-/** Starts `argv` in its own process group (killed whole in `after`); `log()` is its recent output. */
-function start(argv: string[], env = process.env): { proc: ChildProcess; log: () => string } {
+/**
+ * Starts `argv` in its own process group (killed whole in `after`); `log()` is its recent output,
+ * `stdout()` all it wrote on stdout (at most 4 MB).
+ */
+function start(argv: string[], env = process.env): { proc: ChildProcess; log: () => string; stdout: () => string } {
   const proc = spawn(argv[0]!, argv.slice(1), { env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(proc);
   let out = '';
+  let stdout = '';
   const keep = (c: Buffer): void => void (out = (out + c.toString()).slice(-10_000));
-  proc.stdout.on('data', keep);
+  proc.stdout.on('data', (c: Buffer) => {
+    keep(c);
+    if (stdout.length < 4_000_000) stdout += c.toString();
+  });
   proc.stderr.on('data', keep);
-  return { proc, log: () => out };
+  return { proc, log: () => out, stdout: () => stdout };
 }
 function killGroup(proc: ChildProcess): void {
   if (proc.pid !== undefined && proc.exitCode === null && proc.signalCode === null) {
@@ -177,6 +209,7 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
   let door: number;
   let sock: string;
   let doorLog: () => string = () => '';
+  let doorStdout: () => string = () => '';
   const exits = new Map<string, { port: number; proc: ChildProcess }>();
   /** The exit (its name) each session leaves by, from the first checks. */
   const home = new Map<string, string>();
@@ -218,6 +251,11 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
           `visible_hostname ${name}`,
           `http_port ${HOST}:${port}`,
           `acl local src ${HOST}/32`,
+          // As the real exits do: reserved addresses refused (so nothing the door lets by by
+          // mistake leaves the machine), names resolved from /etc/hosts only.
+          'acl reserved dst 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 169.254.0.0/16 172.16.0.0/12 192.168.0.0/16',
+          'http_access deny reserved',
+          'dns_nameservers 127.0.0.1',
           'http_access allow local',
           'http_access deny all',
           '',
@@ -232,13 +270,15 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
     const spec: DoorSpec = {
       listen: { host: HOST, port: door },
       exits: [...exits].map(([name, e]) => ({ name, host: HOST, port: e.port })),
-      users: [...SESSIONS, TUNNEL_USER].map((name) => ({ name, passwordHash: HASH })),
+      users: USERS,
       runtimeSocket: sock,
-      health: { interMs: 500, fall: 2, rise: 1 },
+      health: HEALTH,
+      allowReserved: [`${HOST}/32`],
     };
     writeFileSync(join(dir, 'door.cfg'), renderDoor(spec));
     const h = start(['haproxy', '-db', '-f', join(dir, 'door.cfg')]);
     doorLog = h.log;
+    doorStdout = h.stdout;
     await listening(door, 'haproxy', h.log);
     for (const t0 = Date.now(); !existsSync(sock); await sleep(20)) {
       assert.ok(Date.now() - t0 < BOUND_MS, `no runtime socket ${sock}:\n${h.log()}`);
@@ -268,7 +308,21 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
     const many: DoorSpec = {
       ...base,
       exits: Array.from({ length: 20 }, (_, i) => ({ name: `exit-${i}`, host: `10.0.${i}.1`, port: 3128 + i })),
-      users: Array.from({ length: 50 }, (_, i) => ({ name: `user-session-${i}`, passwordHash: HASH })),
+      users: [
+        ...USERS,
+        ...Array.from({ length: 50 }, (_, i) => ({ name: `user-${i}`, passwordHash: HASH })),
+        {
+          name: 'ruled',
+          passwordHash: HASH,
+          rules: {
+            mode: 'report',
+            allowDestinations: ['.example.org', 'api.example.com', '192.0.2.0/24', '2001:db8::/32'],
+          },
+          limits: { requestsPerSecond: 100, concurrentTunnels: 10 },
+        },
+      ],
+      allowReserved: ['127.0.0.1/32', '10.231.1.1/32', 'fd00::/8'],
+      decisionLog: false,
     };
     for (const [name, spec] of Object.entries({ base, many })) {
       const file = join(dir, `check-${name}.cfg`);
@@ -331,6 +385,323 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
       );
       assert.ok(!log.some((l) => /\/(none|wrong|unknown) /.test(l)), `${name} saw a refused request`);
     }
+  });
+
+  /** The decision lines HAProxy wrote so far, each parsed (a line that is not JSON fails the test). */
+  const decisions = (): Record<string, unknown>[] =>
+    doorStdout()
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => {
+        try {
+          return JSON.parse(l) as Record<string, unknown>;
+        } catch {
+          throw new Error(`a decision line is not JSON: ${l}`);
+        }
+      });
+  /** Waits (bounded) until `n` decision lines match `pred` (a line is written once its request ends). */
+  async function logged(pred: (d: Record<string, unknown>) => boolean, n = 1): Promise<Record<string, unknown>[]> {
+    for (const t0 = Date.now(); ; await sleep(50)) {
+      const found = decisions().filter(pred);
+      if (found.length >= n) return found;
+      assert.ok(
+        Date.now() - t0 < BOUND_MS,
+        `${found.length} of ${n} decision lines after ${BOUND_MS} ms:\n${doorStdout().slice(-3000)}`,
+      );
+    }
+  }
+  /** The per-credential counters from both tables. */
+  const counters = async (): Promise<ReturnType<typeof parseDoorCredentialTable>> =>
+    parseDoorCredentialTable(
+      (await runtime(sock, `show table ${DOOR_CREDENTIAL_TABLE}`)) +
+        (await runtime(sock, `show table ${DOOR_TUNNEL_TABLE}`)),
+    );
+  /** One request written raw on a new connection, read until the door closes it: [bytes sent, bytes read, text]. */
+  function raw(request: string): Promise<[number, number, string]> {
+    return new Promise((resolve, reject) => {
+      const c = net.connect(door, HOST);
+      let got = Buffer.alloc(0);
+      c.setTimeout(BOUND_MS, () => c.destroy(new Error(`no end within ${BOUND_MS} ms: ${request}`)));
+      c.on('connect', () => c.write(request));
+      c.on('data', (d: Buffer) => (got = Buffer.concat([got, d])));
+      c.on('end', () => resolve([Buffer.byteLength(request), got.length, got.toString('latin1')]));
+      c.on('error', reject);
+    });
+  }
+
+  it('spreads a plain credential’s requests over both exits', async () => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 40 && seen.size < 2; i++) {
+      const a = await viaDoor(door, `http://${HOST}:${target}/plain${i}`, basic('user'));
+      assert.equal(a.status, 200, a.body);
+      seen.add(via(a));
+    }
+    assert.deepEqual(seen, new Set(['exit-a', 'exit-b']));
+  });
+
+  it('keeps a session with a lifetime on one exit until its lifetime has passed, then chooses again', async () => {
+    const lifetimes = Array.from({ length: 10 }, (_, i) => `user-session-L${i}-lifetime-10`);
+    const exitOf = async (user: string, tag: string): Promise<string> => {
+      const seen = new Set<string>();
+      for (let k = 0; k < 4; k++)
+        seen.add(via(await viaDoor(door, `http://${HOST}:${target}/${tag}${k}`, basic(user))));
+      assert.equal(seen.size, 1, `${user} (${tag}) left by ${[...seen].join(' and ')}`);
+      return [...seen][0]!;
+    };
+    const first = new Map<string, string>();
+    for (const u of lifetimes) first.set(u, await exitOf(u, 'first'));
+    const table = await runtime(sock, `show table ${DOOR_SESSION_TABLE}`);
+    const started = new Map<string, number>();
+    for (const u of lifetimes) {
+      const session = u.replace(/-lifetime-\d+$/, '');
+      const m = new RegExp(`key=${session} .*gpt0=(\\d+)`).exec(table);
+      assert.ok(m && Number(m[1]) > 0, `no start time for ${session} in ${DOOR_SESSION_TABLE}:\n${table}`);
+      started.set(u, Number(m[1]));
+    }
+    assert.ok(!/key=user-session-0 /.test(table), 'a session without lifetime has no clock');
+    // Ten minutes pass: the first request of each session moves back by one lifetime.
+    for (const u of lifetimes) {
+      const session = u.replace(/-lifetime-\d+$/, '');
+      assert.equal(
+        await runtime(sock, `set table ${DOOR_SESSION_TABLE} key ${session} data.gpt0 ${started.get(u)! - 600}`),
+        '\n',
+      );
+    }
+    let moved = 0;
+    for (const u of lifetimes) if ((await exitOf(u, 'second')) !== first.get(u)) moved++;
+    assert.ok(moved > 0, 'no session changed exit after its lifetime');
+    const lines = await logged(
+      (d) => typeof d['session'] === 'string' && d['session'].startsWith('user-session-L'),
+      80,
+    );
+    assert.ok(lines.every((d) => d['credential'] === 'user' && d['decision'] === 'allow'));
+  });
+
+  it('refuses a credential’s destinations outside its allow list with 403 at the door', async () => {
+    assert.equal((await viaDoor(door, `http://${HOST}:${target}/narrow-ok`, basic('narrow'))).status, 200);
+    const elsewhere = await viaDoor(door, `http://localhost:${target}/narrow-no`, basic('narrow'));
+    assert.equal(elsewhere.status, 403, elsewhere.body);
+    assert.equal(elsewhere.body, 'refused by the door: allowDestinations');
+    assert.equal((await viaDoor(door, `localhost:${target}`, basic('narrow'))).status, 403);
+    for (const [url, what] of [
+      [`http://localhost:${target}/denied-name`, 'a name'],
+      [`http://${HOST}:${target}/denied-ip`, 'a block'],
+      [`LOCALHOST.:${target}`, 'a name in capitals with a trailing dot'],
+    ] as const) {
+      assert.equal((await viaDoor(door, url, basic('denied'))).status, 403, `denyDestinations, ${what}`);
+    }
+    const lines = await logged((d) => d['credential'] === 'narrow' || d['credential'] === 'denied', 6);
+    // Lines are written as requests end, not always in the order they were sent.
+    const row = (d: Record<string, unknown>): string =>
+      [d['credential'], d['decision'], d['reason'], String(d['exit']).replace(/^exit-[ab]$/, 'an exit')].join(' ');
+    assert.deepEqual(lines.map(row).sort(), [
+      'denied deny denyDestinations -',
+      'denied deny denyDestinations -',
+      'denied deny denyDestinations -',
+      'narrow allow - an exit',
+      'narrow deny allowDestinations -',
+      'narrow deny allowDestinations -',
+    ]);
+    for (const name of exits.keys()) {
+      const log = readFileSync(join(dir, `${name}.access.log`), 'utf8');
+      assert.ok(!/narrow-no|denied-|localhost/i.test(log), `${name} saw a refused request:\n${log}`);
+    }
+  });
+
+  it('refuses reserved addresses for every credential, report mode included', async () => {
+    const cases = [
+      'http://10.0.0.1/',
+      '10.0.0.1:443',
+      'http://169.254.169.254/latest/meta-data/',
+      '[::ffff:169.254.169.254]:80',
+      'http://100.64.0.1:8080/',
+      '192.168.1.1:443',
+    ];
+    for (const user of ['user', 'narrow', 'reporter', 'user-session-0']) {
+      for (const url of cases) {
+        const a = await viaDoor(door, url, basic(user));
+        assert.equal(a.status, 403, `${user} ${url}: ${a.status} ${a.body}`);
+        if (url.startsWith('http://')) assert.equal(a.body, 'refused by the door: reserved');
+      }
+    }
+    const lines = await logged((d) => d['reason'] === 'reserved', 4 * cases.length);
+    assert.ok(lines.every((d) => d['decision'] === 'deny' && d['exit'] === '-' && d['status'] === 403));
+    for (const name of exits.keys()) {
+      const log = readFileSync(join(dir, `${name}.access.log`), 'utf8');
+      assert.ok(!/10\.0\.0\.1|169\.254|100\.64|192\.168/.test(log), `${name} saw a reserved destination:\n${log}`);
+    }
+  });
+
+  it('lets report mode pass and logs it as decision report with the rule', async () => {
+    const a = await viaDoor(door, `http://${HOST}:${target}/reported`, basic('reporter'));
+    assert.equal(a.status, 200, a.body);
+    assert.match(via(a), /^exit-[ab]$/);
+    const [line] = await logged((d) => d['credential'] === 'reporter' && d['reason'] === 'allowDestinations');
+    assert.equal(line!['decision'], 'report');
+    assert.equal(line!['status'], 200);
+    assert.equal(line!['destination'], `${HOST}:${target}`);
+  });
+
+  it('answers 429 over a credential’s request rate', async () => {
+    const answers = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => viaDoor(door, `http://${HOST}:${target}/rate${i}`, basic('limited'))),
+    );
+    const by = (s: number): Answer[] => answers.filter((a) => a.status === s);
+    assert.equal(by(200).length + by(429).length, 12, answers.map((a) => a.status).join(' '));
+    assert.ok(by(200).length >= 1 && by(429).length >= 1, answers.map((a) => a.status).join(' '));
+    assert.ok(by(429).every((a) => a.body === 'refused by the door: requestsPerSecond'));
+    const lines = await logged((d) => d['credential'] === 'limited', 12);
+    assert.equal(
+      lines.filter((d) => d['status'] === 429 && d['reason'] === 'requestsPerSecond').length,
+      by(429).length,
+    );
+  });
+
+  it('answers 503 to a CONNECT over a credential’s open tunnels, counting tunnels while open', async () => {
+    const open = [await Tunnel.open(door, target, 'tunneler'), await Tunnel.open(door, target, 'tunneler')];
+    try {
+      for (const t of open) assert.match(await t.get(target), /^via= /);
+      assert.equal((await counters()).get('tunneler')?.tunnelsOpen, 2);
+      const third = await viaDoor(door, `${HOST}:${target}`, basic('tunneler'));
+      assert.equal(third.status, 503);
+      // A plain request is no tunnel.
+      assert.equal((await viaDoor(door, `http://${HOST}:${target}/no-tunnel`, basic('tunneler'))).status, 200);
+      open.pop()!.close();
+      for (const t0 = Date.now(); (await counters()).get('tunneler')?.tunnelsOpen !== 1; await sleep(50)) {
+        assert.ok(Date.now() - t0 < BOUND_MS, 'the closed tunnel is still counted');
+      }
+      open.push(await Tunnel.open(door, target, 'tunneler'));
+      assert.match(await open[1]!.get(target), /^via= /);
+      const [line] = await logged((d) => d['credential'] === 'tunneler' && d['reason'] === 'concurrentTunnels');
+      assert.equal(line!['status'], 503);
+    } finally {
+      for (const t of open) t.close();
+    }
+  });
+
+  it('counts requests and bytes in and out per credential', async () => {
+    const get = `GET http://${HOST}:${target}/counted HTTP/1.1\r\nHost: ${HOST}:${target}\r\nProxy-Authorization: ${basic('counted')}\r\nConnection: close\r\n\r\n`;
+    let sent = 0;
+    let read = 0;
+    let bodies = 0;
+    for (let i = 0; i < 3; i++) {
+      const [s, r, text] = await raw(get);
+      assert.match(text, /^HTTP\/1\.1 200/);
+      sent += s;
+      read += r;
+      bodies += Number(/\r\ncontent-length: *(\d+)/i.exec(text)?.[1]);
+    }
+    const t = await Tunnel.open(door, target, 'counted');
+    await t.get(target);
+    t.close();
+    for (
+      const t0 = Date.now();
+      (await counters()).get('counted')?.requests !== 4 ||
+      (await logged((d) => d['credential'] === 'counted', 4)).length < 4;
+      await sleep(50)
+    ) {
+      assert.ok(Date.now() - t0 < BOUND_MS, 'the counters did not reach 4 requests');
+    }
+    const c = (await counters()).get('counted')!;
+    const lines = await logged((d) => d['credential'] === 'counted', 4);
+    assert.equal(lines.length, 4, 'one decision line per request');
+    const sum = (k: string): number => lines.reduce((n, d) => n + (d[k] as number), 0);
+    assert.equal(c.bytesIn, sum('bytes_in'), 'table and log agree on bytes in');
+    assert.equal(c.bytesOut, sum('bytes_out'), 'table and log agree on bytes out');
+    // The plain requests: the door counted what the client wrote and read.
+    const plain = lines.filter((d) => d['method'] === 'GET');
+    assert.equal(plain.length, 3);
+    // HAProxy counts a head as it keeps it (without each header's ": " and CRLF), bodies as they are.
+    const plainIn = plain.reduce((n, d) => n + (d['bytes_in'] as number), 0);
+    const plainOut = plain.reduce((n, d) => n + (d['bytes_out'] as number), 0);
+    assert.ok(plainIn > sent / 2 && plainIn <= sent, `bytes in ${plainIn}, sent ${sent}`);
+    assert.ok(plainOut > bodies && plainOut <= read, `bytes out ${plainOut}, read ${read}, bodies ${bodies}`);
+    assert.ok(c.bytesOut > read && c.bytesIn > sent, 'the tunnel counted too');
+    assert.equal(c.tunnels, 1);
+    assert.equal(c.tunnelsOpen, 0);
+  });
+
+  it('writes one JSON decision line per request, parsed by jq', async () => {
+    const before = decisions().length;
+    await viaDoor(door, `http://${HOST}:${target}/nobody`, basic('nobody-here'));
+    await viaDoor(door, `http://${HOST}:${target}/json`, basic(SESSIONS[3]!));
+    // A request HAProxy's parser refuses (400) is logged too.
+    const [, , odd] = await raw(
+      `CONNECT a\\"b:443 HTTP/1.1\r\nHost: x\r\nProxy-Authorization: ${basic('user')}\r\nConnection: close\r\n\r\n`,
+    );
+    const lines = (await logged(() => true, before + 3)).slice(before);
+    assert.equal(lines.length, 3, JSON.stringify(lines));
+    const keys = [
+      'time',
+      'msg',
+      'credential',
+      'session',
+      'exit',
+      'method',
+      'destination',
+      'decision',
+      'reason',
+      'connect_ms',
+      'bytes_in',
+      'bytes_out',
+      'status',
+    ];
+    for (const d of lines) {
+      assert.deepEqual(Object.keys(d), keys);
+      assert.equal(d['msg'], DOOR_DECISION_MSG);
+      assert.match(String(d['time']), /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$/);
+    }
+    // Lines are written as requests end: found by status, not by order.
+    const [refused, carried, bad] = [407, 200, 400].map((status) => {
+      const found = lines.filter((d) => d['status'] === status);
+      assert.equal(found.length, 1, `one line of status ${status}: ${JSON.stringify(lines)}`);
+      return found[0]!;
+    });
+    assert.deepEqual(
+      [refused!['credential'], refused!['decision'], refused!['reason'], refused!['exit']],
+      ['-', 'deny', 'credentials', '-'],
+    );
+    assert.deepEqual(
+      [carried!['credential'], carried!['session'], carried!['decision'], carried!['exit'], carried!['destination']],
+      ['user', SESSIONS[3], 'allow', home.get(SESSIONS[3]!), `${HOST}:${target}`],
+    );
+    assert.ok((carried!['connect_ms'] as number) >= 0);
+    assert.match(odd, /^HTTP\/1\.1 400/);
+    assert.deepEqual([bad!['credential'], bad!['destination']], ['-', '-']);
+    const jq = spawnSync('jq', ['-c', '.msg'], { input: doorStdout(), encoding: 'utf8', timeout: BOUND_MS });
+    assert.equal(jq.status, 0, jq.stderr);
+    assert.equal(jq.stdout.trim().split('\n').length, decisions().length);
+  });
+
+  it('adds an exit through the runtime API with doorServerOptions, and deletes it once in maint', async () => {
+    const port = exits.get('exit-a')!.port;
+    assert.match(
+      await runtime(sock, `add server exits/exit-c ${HOST}:${port} ${doorServerOptions(HEALTH)}`),
+      /New server registered/,
+    );
+    assert.equal(await runtime(sock, 'enable health exits/exit-c'), '\n');
+    assert.equal(await runtime(sock, 'enable server exits/exit-c'), '\n');
+    const before = decisions().length;
+    for (let i = 0; ; i++) {
+      assert.equal((await viaDoor(door, `http://${HOST}:${target}/c${i}`, basic('user'))).status, 200);
+      if (
+        decisions()
+          .slice(before)
+          .some((d) => d['exit'] === 'exit-c')
+      )
+        break;
+      assert.ok(i < 60, 'no request went to the added exit');
+      await sleep(20);
+    }
+    const state = await runtime(sock, 'show servers state exits');
+    assert.match(state, /^\d+ exits \d+ exit-c 127\.0\.0\.1 2 /m, state);
+    assert.equal(await runtime(sock, 'disable server exits/exit-c'), '\n');
+    for (const t0 = Date.now(); ; await sleep(200)) {
+      const out = await runtime(sock, 'del server exits/exit-c');
+      if (/Server deleted/.test(out)) break;
+      assert.ok(Date.now() - t0 < BOUND_MS, `del server: ${out}`);
+    }
+    assert.doesNotMatch(await runtime(sock, 'show servers state exits'), / exit-c /);
   });
 
   it('keeps a CONNECT tunnel working while its exit is put in maint through the runtime socket', async () => {
