@@ -324,7 +324,8 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
       allowReserved: ['127.0.0.1/32', '10.231.1.1/32', 'fd00::/8'],
       decisionLog: false,
     };
-    for (const [name, spec] of Object.entries({ base, many })) {
+    const none: DoorSpec = { ...base, exits: [] };
+    for (const [name, spec] of Object.entries({ base, many, none })) {
       const file = join(dir, `check-${name}.cfg`);
       writeFileSync(file, renderDoor(spec));
       const r = spawnSync('haproxy', ['-c', '-f', file], { encoding: 'utf8', timeout: BOUND_MS });
