@@ -21,6 +21,8 @@ import {
   poolSpecUpdate,
 } from '../../contracts/messages.ts';
 import type { PoolStatus } from '../../contracts/pool.ts';
+import { resolvePoolSpec } from '../../contracts/pool.ts';
+import type { PoolState } from '../../contracts/pool-state.ts';
 import { publishedMemos, TEST_TIMEOUT_MS, withWorker } from '../support/workflow-harness.ts';
 import { recordReplay } from '../support/replay-record.ts';
 import {
@@ -193,6 +195,50 @@ describe('pool replaceMember', () => {
 
         await h.executeUpdate(poolDeleteUpdate);
         assert.equal(await refusal(replace(live, 'banned')), `pool ${pool} is being deleted`);
+      });
+    },
+  );
+
+  it(
+    'a run carried from a build before it (no count, no limit in its spec) takes requests at the default limit',
+    opts,
+    async () => {
+      const f = new PoolFakes(e);
+      await withPool(f, async (tq, started) => {
+        const spec = testPoolSpec({ size: 1 });
+        const resolved = resolvePoolSpec(spec);
+        const { requestedPerHour: _absent, ...replacement } = resolved.replacement;
+        const at = new Date().toISOString();
+        // The state as the previous build carried it: neither replacedOnRequest nor replaceRequestsMs.
+        const carried = {
+          rng: 7,
+          spec: { ...resolved, replacement },
+          revision: 1,
+          revisions: [{ revision: 1, template: spec.template, at }],
+          members: [],
+          paused: false,
+          failures: [],
+          backoffs: 0,
+          replacements: 0,
+          rollbacks: 0,
+          removedOld: 0,
+          deleting: false,
+          drainingHosts: [],
+          createdAt: at,
+        } as unknown as PoolState;
+        const h = await startPool(e, tq, started, spec, { carried });
+        const s = await poolWhen(h, readyAt(1), 'Ready');
+        assert.equal(s.replacedOnRequest, 0);
+        assert.equal(s.spec.replacement.requestedPerHour, 6, 'the default, shown in the spec');
+        const brief = await h.executeUpdate(poolReplaceMemberUpdate, {
+          args: [{ name: s.members[0]!.name, reason: 'banned' }],
+        });
+        assert.equal(brief.replacedOnRequest, 1);
+        await poolWhen(
+          h,
+          (x) => readyAt(1)(x) && x.members.length === 1 && x.members[0]!.name !== s.members[0]!.name,
+          'replaced',
+        );
       });
     },
   );

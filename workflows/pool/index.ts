@@ -25,7 +25,7 @@ import type {
   RollbackRequest,
   ScaleRequest,
 } from '../../contracts/pool.ts';
-import { poolSpecProblems, resolvePoolSpec, scaleProblems } from '../../contracts/pool.ts';
+import { POOL_DEFAULTS, poolSpecProblems, resolvePoolSpec, scaleProblems } from '../../contracts/pool.ts';
 import { CODES } from '../../contracts/errors.ts';
 import type { PoolState, PoolWorkflowInput } from '../../contracts/pool-state.ts';
 import { applyDrainNotice, applyReport, applySpec, newPoolState, nextRandom, reconcile } from './plan.ts';
@@ -58,6 +58,8 @@ export const POOL_START_WINDOW = 50;
 export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus> {
   const at = new Date().toISOString();
   const state: PoolState = input.carried ?? initialState(input.spec, at);
+  // A state carried from a build before replacement on request: its default limit, shown in the spec.
+  state.spec.replacement.requestedPerHour ??= POOL_DEFAULTS.requestedPerHour;
   let dirty = true;
   let passes = 0;
   const poke = (): void => {
