@@ -4,17 +4,17 @@
  * Everything below happens inside HAProxy; no Node code carries a byte.
  *
  * What the rendered configuration does, in mode http, in this order:
- *  - Credentials: the client's user name is `<credential>` or `<credential>-session-<id>`, either
- *    optionally followed by nothing else, and the session form optionally by `-lifetime-<minutes>`
- *    ({@link DOOR_SESSION_USER_RE}). The door decodes `Proxy-Authorization: Basic`, checks
- *    `<credential>` and the password against a `userlist` of crypt(3) hashes (HAProxy 2.6's
- *    `http_auth*` fetches read `Authorization` only, so the door writes the base credential there
- *    for the check and puts the client's own `Authorization` back afterwards), and answers a
- *    missing or wrong credential itself with 407 and `Proxy-Authenticate: Basic`.
+ *  - Credentials: the client's user name is `<credential>`, or `<credential>-session-<id>` with
+ *    an optional `-lifetime-<minutes>` after it ({@link DOOR_SESSION_USER_RE}). The door decodes
+ *    `Proxy-Authorization: Basic`, checks `<credential>` and the password against a `userlist` of
+ *    crypt(3) hashes (HAProxy 2.6's `http_auth*` fetches read `Authorization` only, so the door
+ *    writes the base credential there for the check and puts the client's own `Authorization`
+ *    back afterwards), and answers a missing or wrong credential itself with 407 and
+ *    `Proxy-Authenticate: Basic`.
  *    `Proxy-Authorization` never reaches an exit.
  *  - Exit choice: `balance hash var(txn.key)` with `hash-type consistent`. A session's key is
- *    `<credential>-session-<id>`, so every request of a session goes to one exit whatever else
- *    happens, and adding or removing an exit moves only the sessions that must move. With
+ *    `<credential>-session-<id>`, so every request of a session goes to one exit while that exit
+ *    is in the pool, and adding or removing an exit moves only the sessions that must move. With
  *    `-lifetime-<m>` the key is `<credential>-session-<id>/<period>`, where the period counts
  *    whole lifetimes since the session's first request (kept in a stick table,
  *    {@link DOOR_SESSION_TABLE}): the session keeps its exit for its first `m` minutes, and each
