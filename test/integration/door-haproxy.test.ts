@@ -612,6 +612,9 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
     // The plain requests: the door counted what the client wrote and read.
     const plain = lines.filter((d) => d['method'] === 'GET');
     assert.equal(plain.length, 3);
+    const tunnel = lines.filter((d) => d['method'] === 'CONNECT');
+    assert.equal(tunnel.length, 1);
+    assert.match(String(tunnel[0]!['exit']), /^exit-[ab]$/, 'a tunnel’s line names its exit');
     // HAProxy counts a head as it keeps it (without each header's ": " and CRLF), bodies as they are.
     const plainIn = plain.reduce((n, d) => n + (d['bytes_in'] as number), 0);
     const plainOut = plain.reduce((n, d) => n + (d['bytes_out'] as number), 0);
