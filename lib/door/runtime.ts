@@ -104,7 +104,8 @@ export class DoorRuntime {
   /** Runs one command; HAProxy's refusals (e.g. "No such server") become a {@link DoorRuntimeError}. */
   async run(command: string): Promise<string> {
     const out = await runtimeCommand(this.socketPath, command, this.timeoutMs);
-    if (/^(No such|Unknown|Require|Server still|'.*' (is|cannot)|Invalid|Not )/m.test(out) || /error/i.test(out)) {
+    const first = out.split('\n').find((l) => l.trim() !== '') ?? '';
+    if (/^(No such|Unknown|Require|Server still|'.*' (is|cannot)|Invalid|Not |.*\berror\b)/i.test(first)) {
       throw new DoorRuntimeError(`runtime API "${command}": ${out.trim().slice(0, 300)}`);
     }
     return out;
@@ -130,7 +131,7 @@ export class DoorRuntime {
   async remove(name: string): Promise<boolean> {
     const out = await runtimeCommand(this.socketPath, `del server ${DOOR_BACKEND}/${name}`, this.timeoutMs);
     if (/Server deleted/.test(out)) return true;
-    if (/still has connections|has connections attached|not in maintenance/i.test(out)) return false;
+    if (/still has connections|has connections attached|only servers in maintenance/i.test(out)) return false;
     throw new DoorRuntimeError(`runtime API "del server ${DOOR_BACKEND}/${name}": ${out.trim().slice(0, 300)}`);
   }
 

@@ -31,6 +31,7 @@ const LAUNCHERS: [string, string, RegExp][] = [
   ['egressctl', 'workers/egressctl.ts', /^egressctl: start, inspect and delete egress proxies/],
   ['worker', 'workers/worker.ts', /^egress-proxies worker:/],
   ['api', 'workers/api.ts', /--token-file/],
+  ['door', 'workers/door.ts', /^egress-proxies door service/],
 ];
 
 describe('bin/ launchers', { timeout: 60_000 }, () => {

@@ -1,0 +1,177 @@
+/**
+ * The door service (lib/door/service.ts) keeping a real HAProxy door current in front of three
+ * real Squid exits on loopback, with the pool's discovery list played by the test (the list the
+ * service reads each sync). Checked: the door starts with the listed exits and sends nothing to an
+ * unlisted one; an exit entering the list takes requests after the next sync; an exit leaving it
+ * takes no new request while a CONNECT tunnel open through it goes on working, and is deleted from
+ * HAProxy once that tunnel closes; HAProxy killed is started again with the current exits; a doors
+ * file with a bad field is refused naming it. The real pool behind a door is test/e2e/pool.test.ts's.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, before, describe, it } from 'node:test';
+import pino from 'pino';
+import { parseDoorsConfig } from '../../lib/door/config.ts';
+import type { DoorExit } from '../../lib/door/haproxy.ts';
+import { DoorRuntime } from '../../lib/door/runtime.ts';
+import { DoorService } from '../../lib/door/service.ts';
+import { basic, Tunnel, viaDoor } from '../support/door-client.ts';
+import type { Answer } from '../support/door-client.ts';
+import { killGroup, listening, startSquidExit } from '../support/squid-exit.ts';
+import type { SquidExit } from '../support/squid-exit.ts';
+import { freePort } from '../support/sshd.ts';
+
+const HOST = '127.0.0.1';
+const BOUND_MS = 10_000;
+const SYNC_MS = 200;
+// `openssl passwd -6 -salt abcdefgh secret`.
+const HASH = '$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG.';
+const SESSIONS = Array.from({ length: 30 }, (_, i) => `alice-session-${i}`);
+
+describe('the door service keeps HAProxy equal to the discovery list', { timeout: 120_000 }, () => {
+  let dir: string;
+  let target: number;
+  let targetProc: ChildProcess;
+  let door: number;
+  let service: DoorService;
+  const exits = new Map<string, SquidExit>();
+  /** The discovery list the service reads: the test changes it. */
+  let listed: DoorExit[] = [];
+  const list = (...names: string[]): DoorExit[] =>
+    names.map((name) => ({ name, host: HOST, port: exits.get(name)!.port }));
+  const via = (a: Answer): string => /via=.*\b(exit-[abc])\b/.exec(a.body)?.[1] ?? `?${a.status} ${a.body.trim()}`;
+  /** Which exit carries each session's next plain GET. */
+  const spread = async (): Promise<Map<string, string>> => {
+    const out = new Map<string, string>();
+    for (const s of SESSIONS) out.set(s, via(await viaDoor(door, `http://${HOST}:${target}/`, basic(s))));
+    return out;
+  };
+  /** Polls (bounded) until `done` holds on the service's status. */
+  const until = async (done: () => boolean, what: string): Promise<number> => {
+    const t0 = performance.now();
+    for (let i = 0; !done(); i++) {
+      assert.ok(i < BOUND_MS / 50, `${what}: not within ${BOUND_MS} ms: ${JSON.stringify(service.status())}`);
+      await sleep(50);
+    }
+    return performance.now() - t0;
+  };
+
+  before(async () => {
+    assert.equal(spawnSync('haproxy', ['-v']).status, 0, 'no haproxy on PATH: scripts/test installs it');
+    dir = mkdtempSync(join(tmpdir(), 'ep-door-service-'));
+    chmodSync(dir, 0o777); // Squid run as root drops to nobody
+    target = await freePort();
+    const code = `require('http').createServer((q, s) => { const b = 'via=' + (q.headers.via || '') + '\\n'; s.writeHead(200, { 'content-length': Buffer.byteLength(b) }); s.end(b); }).listen(${target}, '${HOST}');`;
+    targetProc = spawn(process.execPath, ['-e', code], { detached: true, stdio: 'ignore' });
+    await listening(target, 'target', () => '');
+    for (const name of ['exit-a', 'exit-b', 'exit-c']) exits.set(name, await startSquidExit(dir, name));
+    door = await freePort();
+    listed = list('exit-a', 'exit-b');
+    service = new DoorService({
+      spec: {
+        listen: { host: HOST, port: door },
+        users: [{ name: 'alice', passwordHash: HASH }],
+        runtimeSocket: join(dir, 'door.sock'),
+        allowReserved: ['127.0.0.1/32'],
+        health: { interMs: 500, fall: 2, rise: 1 },
+      },
+      configPath: join(dir, 'door.cfg'),
+      members: () => Promise.resolve(listed),
+      log: pino({ level: 'silent' }),
+      syncIntervalMs: SYNC_MS,
+      restartDelayMs: 200,
+      onLogLine: () => undefined,
+    });
+    await service.start();
+    await listening(door, 'the door', () => JSON.stringify(service.status()));
+  });
+
+  after(async () => {
+    await service?.stop(2_000).catch(() => undefined);
+    for (const e of exits.values()) killGroup(e.proc);
+    if (targetProc) killGroup(targetProc);
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('starts with the listed exits: every session leaves by exit-a or exit-b, both used', async () => {
+    await until(() => service.status().exits.filter((e) => e.up).length === 2, 'two exits up');
+    const used = new Set((await spread()).values());
+    assert.deepEqual([...used].sort(), ['exit-a', 'exit-b']);
+  });
+
+  it('an exit entering the list takes sessions after the next sync; only sessions moving to it move', async () => {
+    const before = await spread();
+    listed = list('exit-a', 'exit-b', 'exit-c');
+    const ms = await until(
+      () => service.status().exits.some((e) => e.name === 'exit-c' && e.up && e.role === 'serving'),
+      'exit-c in the door and up',
+    );
+    process.stdout.write(`door-service: exit-c serving ${ms.toFixed(0)} ms after it was listed\n`);
+    const now = await spread();
+    const moved = SESSIONS.filter((s) => now.get(s) !== before.get(s));
+    assert.ok(moved.length > 0, 'some sessions moved to exit-c');
+    for (const s of moved) assert.equal(now.get(s), 'exit-c', `${s} moved, and only to the new exit`);
+  });
+
+  it('an exit leaving the list takes no new request; a tunnel open through it goes on; it is deleted once that closes', async () => {
+    const homes = await spread();
+    const user = SESSIONS.find((s) => homes.get(s) === 'exit-b')!;
+    assert.ok(user, 'a session lives on exit-b');
+    const tunnel = await Tunnel.open(door, target, user);
+    assert.match(await tunnel.get(target), /via=/);
+    listed = list('exit-a', 'exit-c');
+    await until(
+      () => service.status().exits.some((e) => e.name === 'exit-b' && e.role === 'draining'),
+      'exit-b draining',
+    );
+    for (const [s, exit] of await spread()) assert.notEqual(exit, 'exit-b', `${s} sent to the exit that left`);
+    assert.match(await tunnel.get(target), /via=/, 'the open tunnel still carries requests');
+    tunnel.close();
+    await until(() => !service.status().exits.some((e) => e.name === 'exit-b'), 'exit-b deleted from HAProxy');
+    const names = (await new DoorRuntime(join(dir, 'door.sock')).servers()).map((s) => s.name).sort();
+    assert.deepEqual(names, ['exit-a', 'exit-c']);
+  });
+
+  it('HAProxy killed is started again with the listed exits', async () => {
+    const pid = service.status().pid!;
+    process.kill(pid, 'SIGKILL');
+    await until(() => service.status().restarts === 1 && service.status().running, 'HAProxy running again');
+    await until(() => service.status().exits.filter((e) => e.up).length === 2, 'its two exits up');
+    assert.notEqual(service.status().pid, pid);
+    const used = new Set((await spread()).values());
+    assert.deepEqual([...used].sort(), ['exit-a', 'exit-c']);
+  });
+
+  it('a doors file with a bad field is refused naming the field and the fix', () => {
+    const good = {
+      entry: 'local',
+      pool: 'web',
+      listen: { host: HOST, port: 3130 },
+      users: [{ name: 'alice', passwordHash: HASH }],
+    };
+    assert.equal(parseDoorsConfig({ doors: [good] }).length, 1);
+    assert.throws(() => parseDoorsConfig({ doors: [] }, 'doors.json'), /doors.json: doors: must be a non-empty list/);
+    assert.throws(
+      () => parseDoorsConfig({ doors: [good, { ...good, listen: { host: HOST, port: 0 } }] }, 'doors.json'),
+      /doors\.json: doors\[1\]\.listen\.port: must be an integer from 1 to 65535, got 0; give a TCP port/,
+    );
+    assert.throws(
+      () => parseDoorsConfig({ doors: [{ ...good, users: [{ name: 'alice', passwordHash: 'secret' }] }] }, 'd.json'),
+      /d\.json: doors\[0\]\.users\[0\]\.passwordHash: .*openssl passwd -6/,
+    );
+    assert.throws(
+      () => parseDoorsConfig({ doors: [good, { ...good, listen: { host: HOST, port: 3131 } }] }, 'd.json'),
+      /d\.json: doors\[1\]\.pool: local\/web is also doors\[0\]'s/,
+    );
+    assert.throws(
+      () => parseDoorsConfig({ doors: [{ ...good, pool: 'Web!' }] }),
+      /doors\[0\]\.pool: must be the pool's name/,
+    );
+  });
+});
