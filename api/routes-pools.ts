@@ -1,12 +1,19 @@
 // /v1/pools: create (idempotent), list (visibility), get (status query), the operator updates
-// (PATCH the spec, scale, pause, resume, rollback) and delete. A pool is addressed as
+// (PATCH the spec, scale, pause, resume, rollback, replace a member) and delete. A pool is addressed as
 // /v1/pools/{entry}/{pool}, like its workflow ID pool/<entry>/<pool>. Bad input is a 400 naming
 // the field (the schema, then contracts/pool.ts poolSpecProblems: one set of rules with the
 // workflow's validators); what the pool itself refuses (a rollback with nothing to roll back to,
 // a pool being deleted) is a 409 POOL_UPDATE_REFUSED with its reason.
 import type { FastifyInstance } from 'fastify';
 import { poolSpecProblems } from '../contracts/pool.ts';
-import type { PoolSpec, PoolSpecPatch, PoolTemplate, RollbackRequest, ScaleRequest } from '../contracts/pool.ts';
+import type {
+  PoolSpec,
+  PoolSpecPatch,
+  PoolTemplate,
+  ReplaceMemberRequest,
+  RollbackRequest,
+  ScaleRequest,
+} from '../contracts/pool.ts';
 import { requireWrite } from './auth.ts';
 import { checkSpec } from './catalog.ts';
 import { ApiError } from './errors.ts';
@@ -171,6 +178,17 @@ export function registerPoolRoutes(app: FastifyInstance, o: PoolRoutesOptions): 
     async (request) => {
       requireWrite(request.role, 'rolling back a pool');
       return update(request.params, { kind: 'rollback', request: request.body }, 'rollback');
+    },
+  );
+
+  app.post<{ Params: Params & { member: string }; Body: { reason: string } }>(
+    '/v1/pools/:entry/:pool/members/:member/replace',
+    { schema: poolRouteSchemas.replaceMember },
+    async (request) => {
+      requireWrite(request.role, 'replacing a pool member');
+      const { entry, pool, member } = request.params;
+      const req: ReplaceMemberRequest = { name: member, reason: request.body.reason };
+      return update({ entry, pool }, { kind: 'replaceMember', request: req }, 'member replacement');
     },
   );
 

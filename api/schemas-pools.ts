@@ -271,6 +271,28 @@ export const poolRouteSchemas = {
     },
     response: updated,
   },
+  replaceMember: {
+    operationId: 'replacePoolMember',
+    summary:
+      'Replace a member reported banned: it leaves discovery and the door at once, a replacement is made (409 past replacement.requestedPerHour)',
+    tags,
+    security: secured,
+    params: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['entry', 'pool', 'member'],
+      properties: { entry: identifierSchema, pool: poolNameSchema, member: identifierSchema },
+    },
+    body: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['reason'],
+      properties: {
+        reason: { type: 'string', minLength: 1, maxLength: 200, description: "why (kept in the pool's status)" },
+      },
+    },
+    response: updated,
+  },
   delete: {
     operationId: 'deletePool',
     summary: 'Delete a pool and its members (202 once accepted; ?wait=true waits for the end, bounded)',

@@ -17,6 +17,7 @@ import {
   poolDeleteUpdate,
   poolPauseUpdate,
   poolResumeUpdate,
+  poolReplaceMemberUpdate,
   poolRollbackUpdate,
   poolScaleUpdate,
   poolSpecUpdate,
@@ -30,6 +31,7 @@ import type {
   PoolSpecPatch,
   PoolBrief,
   PoolStatus,
+  ReplaceMemberRequest,
   RollbackRequest,
   ScaleRequest,
 } from '../contracts/pool.ts';
@@ -84,7 +86,8 @@ export type PoolUpdate =
   | { kind: 'spec'; patch: PoolSpecPatch }
   | { kind: 'pause' }
   | { kind: 'resume' }
-  | { kind: 'rollback'; request: RollbackRequest };
+  | { kind: 'rollback'; request: RollbackRequest }
+  | { kind: 'replaceMember'; request: ReplaceMemberRequest };
 
 export interface PoolCallOptions {
   /** Deadline of one Temporal call, in ms (default DEFAULT_CALL_TIMEOUT_MS). */
@@ -315,6 +318,23 @@ export const resumePool = (c: Client, entry: string, name: string, o: PoolCallOp
 export const rollbackPool = (c: Client, entry: string, name: string, req: RollbackRequest, o: PoolCallOptions = {}) =>
   poolUpdate(c, entry, name, 'the rollback update', (h) => h.executeUpdate(poolRollbackUpdate, { args: [req] }), o);
 
+/** Replaces one member on request (a banned exit): it leaves discovery at once; the pool may refuse (rate limit). */
+export const replacePoolMember = (
+  c: Client,
+  entry: string,
+  name: string,
+  req: ReplaceMemberRequest,
+  o: PoolCallOptions = {},
+) =>
+  poolUpdate(
+    c,
+    entry,
+    name,
+    'the replaceMember update',
+    (h) => h.executeUpdate(poolReplaceMemberUpdate, { args: [req] }),
+    o,
+  );
+
 /** Asks the pool to delete its members and end; `closed` when it had already ended. */
 export async function deletePool(
   client: Client,
@@ -384,6 +404,8 @@ export function temporalPoolStore(client: Client, o: PoolCallOptions = {}): Pool
           return resumePool(client, entry, name, o);
         case 'rollback':
           return rollbackPool(client, entry, name, u.request, o);
+        case 'replaceMember':
+          return replacePoolMember(client, entry, name, u.request, o);
       }
     },
     deletePool: (entry, name) => deletePool(client, entry, name, o),

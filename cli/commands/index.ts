@@ -9,7 +9,7 @@ import { hostGet, hostList } from './host-get.ts';
 import { hostsCheck } from './hosts-check.ts';
 import { imageBuild } from './image-build.ts';
 import { imageWarm } from './image-warm.ts';
-import { poolDelete, poolPause, poolResume, poolRollback, poolScale } from './pool-actions.ts';
+import { poolDelete, poolPause, poolReplaceMember, poolResume, poolRollback, poolScale } from './pool-actions.ts';
 import { poolCreate } from './pool-create.ts';
 import { poolGet, poolList } from './pool-get.ts';
 import { poolUpdate } from './pool-update.ts';
@@ -40,6 +40,7 @@ export const COMMANDS: readonly Command[] = [
   poolPause,
   poolResume,
   poolRollback,
+  poolReplaceMember,
   poolDelete,
   poolWatch,
   hostGet,

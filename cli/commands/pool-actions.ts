@@ -1,8 +1,8 @@
-// The pool's operator actions: scale, pause, resume, rollback (each a Temporal Update the pool
-// may refuse: exit 4 with its reason) and delete.
+// The pool's operator actions: scale, pause, resume, rollback, replace-member (each a Temporal
+// Update the pool may refuse: exit 4 with its reason) and delete.
 import type { DeletePoolResponse, PoolUpdateResponse } from '../../api/responses.ts';
 import { api, EXIT } from '../http.ts';
-import { positive, print, ref, required } from '../command.ts';
+import { positive, print, ref, required, usage } from '../command.ts';
 import type { Command, Context } from '../command.ts';
 import { optionalWholeNumber, wholeNumber } from '../../runtime/options.ts';
 import { deleteWithWait } from '../waits.ts';
@@ -71,6 +71,25 @@ export const poolRollback: Command = {
   run: (ctx) => {
     const revision = positive(ctx, 'revision', undefined);
     return send(ctx, 'rollback', revision === undefined ? {} : { revision });
+  },
+};
+
+export const poolReplaceMember: Command = {
+  name: 'pool replace-member',
+  usage: 'pool replace-member ENTRY/POOL MEMBER --reason TEXT',
+  help: `egressctl pool replace-member ENTRY/POOL MEMBER --reason TEXT
+  Reports MEMBER (a member's name, from pool get) banned or otherwise unfit: it leaves discovery
+  and the pool's door at once and a replacement is made (a spare promoted first). --reason (1-200
+  characters) is kept in the pool's status. The pool takes at most replacement.requestedPerHour
+  such requests an hour (default 6); past that, and for an unknown member or one already leaving,
+  ${REFUSED}.`,
+  options: { reason: { type: 'string' } },
+  maxArgs: 2,
+  run: (ctx) => {
+    const member = ctx.args[1];
+    if (member === undefined) throw usage('pool replace-member needs MEMBER after ENTRY/POOL (a name from pool get)');
+    const reason = required(ctx, 'reason', 'pool replace-member');
+    return send(ctx, `members/${encodeURIComponent(member)}/replace`, { reason });
   },
 };
 

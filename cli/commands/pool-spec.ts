@@ -150,6 +150,7 @@ export function statusView(st: PoolStatus) {
     paused: st.paused,
     replacements: st.replacements,
     rollbacks: st.rollbacks,
+    replacedOnRequest: st.replacedOnRequest ?? 0,
     rollout: st.rollout ?? null,
     ...(st.degraded === undefined ? {} : { degraded: st.degraded }),
     members: st.members.map((m) => ({

@@ -162,6 +162,29 @@ describe('pool routes', () => {
     assert.equal(json<{ status: { revision: number } }>(back).status.revision, 1);
   });
 
+  it('replace a member: 200 counted, the reason required and bounded (400), an unknown member 409, a read token 403', async () => {
+    pools.add(spec({ name: 'banned', size: 1 }), { members: [fakeMember({ name: 'banned-a1b2c' })] });
+    const path = '/v1/pools/lab/banned/members';
+    const before = pools.updates.length;
+    const none = await call('POST', `${path}/banned-a1b2c/replace`, {});
+    assert.deepEqual([none.statusCode, error(none).field], [400, 'reason'], none.body);
+    const long = await call('POST', `${path}/banned-a1b2c/replace`, { reason: 'x'.repeat(201) });
+    assert.equal(long.statusCode, 400, long.body);
+    const reader = await call('POST', `${path}/banned-a1b2c/replace`, { reason: 'banned' }, { token: READER });
+    assert.equal(reader.statusCode, 403);
+    assert.equal(pools.updates.length, before, 'nothing was sent');
+    const ok = await call('POST', `${path}/banned-a1b2c/replace`, { reason: 'banned by the target' });
+    assert.equal(ok.statusCode, 200, ok.body);
+    assert.equal(json<{ status: { replacedOnRequest: number } }>(ok).status.replacedOnRequest, 1);
+    assert.deepEqual(pools.updates.at(-1), {
+      kind: 'replaceMember',
+      request: { name: 'banned-a1b2c', reason: 'banned by the target' },
+    });
+    const unknown = await call('POST', `${path}/banned-zzzzz/replace`, { reason: 'banned' });
+    assert.deepEqual([unknown.statusCode, error(unknown).code], [409, 'POOL_UPDATE_REFUSED'], unknown.body);
+    assert.match(error(unknown).message, /no member banned-zzzzz/);
+  });
+
   it('delete: 202 accepted, ?wait=true 200 once ended, an ended pool 200, a read token 403', async () => {
     assert.equal((await call('DELETE', '/v1/pools/lab/single', undefined, { token: READER })).statusCode, 403);
     const accepted = await call('DELETE', '/v1/pools/lab/single');
@@ -260,6 +283,7 @@ describe('pool routes', () => {
     for (const op of ['scale', 'pause', 'resume', 'rollback']) {
       assert.deepEqual(ids(`/v1/pools/{entry}/{pool}/${op}`), [`${op}Pool`]);
     }
+    assert.deepEqual(ids('/v1/pools/{entry}/{pool}/members/{member}/replace'), ['replacePoolMember']);
   });
 });
 

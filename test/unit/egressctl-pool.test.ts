@@ -193,6 +193,38 @@ describe('egressctl pool commands', () => {
     assert.equal((JSON.parse(back.lines[0]!) as { revision: number }).revision, 1);
   });
 
+  it('pool replace-member: MEMBER and --reason required (exit 2), sent as the pool update, an unknown member exit 4', async () => {
+    pools.add(
+      { entry: 'lab', name: 'ban', size: 1, template: { imageKey: 'deb' } },
+      { members: [fakeMember({ name: 'ban-a1b2c' })] },
+    );
+    await fails(EXIT.usage, /needs MEMBER/, 'pool', 'replace-member', 'lab/ban');
+    await fails(EXIT.usage, /needs --reason/, 'pool', 'replace-member', 'lab/ban', 'ban-a1b2c');
+    const r = await egressctl(
+      'pool',
+      'replace-member',
+      'lab/ban',
+      'ban-a1b2c',
+      '--reason',
+      'banned',
+      '--output',
+      'json',
+    );
+    assert.equal(r.code, EXIT.ok, r.lines.join('\n'));
+    assert.deepEqual(pools.updates.at(-1), { kind: 'replaceMember', request: { name: 'ban-a1b2c', reason: 'banned' } });
+    assert.equal((JSON.parse(r.lines[0]!) as { replacedOnRequest: number }).replacedOnRequest, 1);
+    await fails(
+      EXIT.conflict,
+      /409 POOL_UPDATE_REFUSED: .*no member ban-zzzzz/,
+      'pool',
+      'replace-member',
+      'lab/ban',
+      'ban-zzzzz',
+      '--reason',
+      'x',
+    );
+  });
+
   it('pool delete --wait ends 0 once deleted, 1 while still deleting; pool watch ends on its phase', async () => {
     const watched = await egressctl('pool', 'watch', 'lab/one', '--output', 'json', '--watch-ms', '3000');
     assert.equal(watched.code, EXIT.ok);
