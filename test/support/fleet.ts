@@ -136,21 +136,40 @@ export async function spawnWorker(
   readyTimeoutMs = 60_000,
   env: Record<string, string> = {},
 ): Promise<WorkerProcess> {
-  const child = spawn(
-    process.execPath,
-    [join(PROJECT_ROOT, 'bin/worker'), '--providers', providersFile, '--task-queue', taskQueue, '--no-schedules'],
-    { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LOG_LEVEL: 'info', ...env } },
+  return spawnService(
+    'bin/worker',
+    ['--providers', providersFile, '--task-queue', taskQueue, '--no-schedules'],
+    'worker running',
+    readyTimeoutMs,
+    env,
   );
+}
+
+/**
+ * Runs one of the project's launchers (`bin/worker`, `bin/door`) as a process of its own with
+ * `args`, and resolves once it logs `readyMsg` (bounded by `readyTimeoutMs`); its lines are kept.
+ */
+export async function spawnService(
+  bin: string,
+  args: string[],
+  readyMsg: string,
+  readyTimeoutMs: number,
+  env: Record<string, string> = {},
+): Promise<WorkerProcess> {
+  const child = spawn(process.execPath, [join(PROJECT_ROOT, bin), ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+  });
   const lines: string[] = [];
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const ready = new Promise<void>((resolve, reject) => {
     const onLine = (line: string): void => {
       lines.push(line);
-      if (line.includes('"worker running"')) resolve();
+      if (line.includes(`"${readyMsg}"`)) resolve();
     };
     createInterface({ input: child.stdout }).on('line', onLine);
     createInterface({ input: child.stderr }).on('line', onLine);
-    void exited.then(() => reject(new Error(`the worker exited before it ran:\n${lines.slice(-20).join('\n')}`)));
+    void exited.then(() => reject(new Error(`${bin} exited before it ran:\n${lines.slice(-20).join('\n')}`)));
   });
   const waitExit = async (what: string): Promise<void> => {
     await withTimeout(exited, 30_000, what);
@@ -160,15 +179,15 @@ export async function spawnWorker(
     lines,
     kill: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await waitExit('the killed worker to exit');
+      await waitExit(`the killed ${bin} to exit`);
     },
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
-      await waitExit('the worker to stop');
+      await waitExit(`${bin} to stop`);
     },
   };
   try {
-    await withTimeout(ready, readyTimeoutMs, 'the worker process to start');
+    await withTimeout(ready, readyTimeoutMs, `${bin} to start`);
   } catch (err) {
     await proc.kill();
     throw err;

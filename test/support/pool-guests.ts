@@ -22,9 +22,18 @@ export interface GuestEntryOptions {
   images: Record<string, { url: string; sha256?: string }>;
   /** Port of the health target (test/support/target.ts) on the first host's root-side address. */
   targetPort: number;
+  /**
+   * Guests on the hosts' routed network (`ep-routed`), which the machine routes into each host's
+   * veth: a door on this machine reaches them, from the hosts' root-side addresses. Default: the
+   * NAT network, reached only from inside each host.
+   */
+  routed?: boolean;
 }
 
-/** One providers entry over `hosts` for real guests under TCG (1 vCPU, 512 MiB, 4 GiB; 2 s health interval). */
+/**
+ * One providers entry over `hosts` for real guests under TCG (1 vCPU, 512 MiB, 4 GiB; 2 s health
+ * interval), on their NAT network or (`routed`) their routed one.
+ */
 export function guestEntryConfig(o: GuestEntryOptions): ProvidersConfig {
   const config = fleetConfig({
     entry: o.entry,
@@ -40,6 +49,12 @@ export function guestEntryConfig(o: GuestEntryOptions): ProvidersConfig {
   e.health.target = `${root}:${o.targetPort}`;
   e.squid.allowDestinations = [`${root}/32`];
   e.squid.allowedClientCidrs = o.hosts.map((h) => String(h['networkCidr']));
+  if (o.routed === true) {
+    const first = o.hosts[0]!;
+    if (!first.routedNetwork) throw new Error(`${first.name} has no routed network: run test/hosts/testhost up`);
+    e.network = first.routedNetwork;
+    e.squid.allowedClientCidrs = o.hosts.flatMap((h) => [String(h.routedNetworkCidr), `${h.rootSideAddress}/32`]);
+  }
   return config;
 }
 
