@@ -23,7 +23,10 @@
  *
  * `--record FILE` appends each boot as a JSON line; `node bench/boot.ts --table-from FILE...` prints
  * the table of recorded boots (several runs, each under its own lock hold, tabled together).
- * `--console-dir DIR` keeps each boot's serial console log. `--seed cloud-init` boots each image with
+ * `--console-dir DIR` keeps each boot's serial console log. `--base PATH` boots on a base volume
+ * already in the host's pool (another run's, verified there; left in place) instead of uploading
+ * the one --image, so that nothing but the boot runs on the host meanwhile; its proxies then take
+ * that base's entry (a proxy boots only its entry's base) under this run's owner UID. `--seed cloud-init` boots each image with
  * the seed an older provider wrote (no `ep-seed` file), so the image's fallback, cloud-init, applies
  * it: the same image timed on both paths. `--seed ep-seed --seed cloud-init` boots every image
  * with both seeds, alternating, so the two paths are compared in one run.
@@ -67,7 +70,7 @@ import { HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, ratio, spread } from './lib/stats.ts';
 
 const USAGE =
-  'node bench/boot.ts --image A.qcow2 [--image B.qcow2 ...] [--boots 5] [--host ep-h1] [--bound-s 240] [--analyze] [--seed ep-seed|cloud-init ...] [--vcpus 1] [--console-dir DIR] [--record FILE] | --table-from FILE...';
+  'node bench/boot.ts --image A.qcow2 [--image B.qcow2 ...] [--boots 5] [--host ep-h1] [--bound-s 240] [--analyze] [--seed ep-seed|cloud-init ...] [--vcpus 1] [--console-dir DIR] [--record FILE] [--base PATH] | --table-from FILE...';
 const { values } = parseArgs({
   options: {
     image: { type: 'string', multiple: true, default: [] },
@@ -80,6 +83,7 @@ const { values } = parseArgs({
     'console-dir': { type: 'string' },
     record: { type: 'string' },
     'table-from': { type: 'string', multiple: true, default: [] },
+    base: { type: 'string' },
     ...HELP_OPTION,
   },
 });
@@ -165,8 +169,13 @@ let links: HostLinks | undefined;
 let health: Link | undefined;
 let mirror: ImageMirror | undefined;
 let target: Target | undefined;
+/** With --base, the entry whose verified base it is (`base-<entry>-<key>.<format>`): a proxy boots only its entry's base. */
+const baseEntry =
+  values.base === undefined ? undefined : /^base-(.+)-[^-]+\.[a-z0-9]+$/.exec(basename(values.base))?.[1];
+if (values.base !== undefined && baseEntry === undefined)
+  throw new Error(`--base must name a base volume (base-<entry>-<key>.<format>), got ${values.base}`);
 const bases: { entry: string; image: EnsuredImage | undefined }[] = IMAGES.map((_, i) => ({
-  entry: `bb${run}${i}`,
+  entry: baseEntry ?? `bb${run}${i}`,
   image: undefined,
 }));
 const live = new Set<{ entry: string; name: string }>();
@@ -441,7 +450,8 @@ async function cleanUp(): Promise<void> {
   for (const p of [...live]) {
     await deleteProxy({ links: links!, ownerUid: owner, ...p, pool: host.pool, shutdownGraceMs: 0 }).catch(() => {});
   }
-  if (links) {
+  // Another run's base (--base) stays: that run removes it.
+  if (links && values.base === undefined) {
     const names = bases.flatMap((b) => [`base-${b.entry}-proxy.qcow2`, markerVolumeName(b.entry, 'proxy', 'qcow2')]);
     await links
       .call(async (c, call) => {
@@ -465,7 +475,21 @@ async function main(): Promise<void> {
   links = new HostLinks(hostTarget(host), { defaultTimeoutMs: 30_000 });
   mirror = await ImageMirror.start();
   target = await startTarget(host.rootSideAddress);
-  for (const [i, path] of IMAGES.entries()) await upload(i, path);
+  if (values.base !== undefined) {
+    // Another run's verified base of this image (bench/boot-product.ts's): no upload, left in place.
+    if (IMAGES.length !== 1) throw new Error(`--base goes with one --image (the image it holds): ${USAGE}`);
+    const path = values.base;
+    bases[0]!.image = {
+      volumeName: basename(path),
+      path,
+      format: 'qcow2',
+      sizeBytes: 0,
+      sha256: '',
+      url: '',
+      cached: true,
+    };
+    say(`image 0: ${IMAGES[0]} as the base ${path} already on ${host.name}`);
+  } else for (const [i, path] of IMAGES.entries()) await upload(i, path);
   health = await links.dedicated('health');
   if (values['console-dir']) await mkdir(values['console-dir'], { recursive: true });
   const boots: Boot[] = [];
