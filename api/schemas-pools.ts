@@ -91,6 +91,10 @@ const specFields = {
       },
       windowMs: { ...whole(1000, 30 * DAY_MS), description: '...within this window (default 1800000)...' },
       backoffMs: { ...whole(1000, 30 * DAY_MS), description: '...stop creation this long, doubling (default 600000)' },
+      requestedPerHour: {
+        ...whole(0, 100),
+        description: 'replace-member requests taken in a sliding hour (default 6; 0: none)',
+      },
     },
   },
   rotation: {

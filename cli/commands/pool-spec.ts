@@ -23,6 +23,7 @@ const NUMBERS = [
   ['max-failures', 'replacement', 'maxFailures', 1],
   ['failure-window-ms', 'replacement', 'windowMs', 0],
   ['backoff-ms', 'replacement', 'backoffMs', 0],
+  ['requested-per-hour', 'replacement', 'requestedPerHour', 0],
   ['max-age-ms', 'rotation', 'maxAgeMs', 0],
   ['drain-delay-ms', undefined, 'drainDelayMs', 0],
 ] as const;
@@ -58,7 +59,8 @@ export const SPEC_HELP = `  --image KEY          the template's image key
   --unhealthy-grace-ms MS (60000)  --startup-grace-ms MS (300000, a member never Healthy yet)
   --host-failure-grace-ms MS (60000, a member whose host does not answer)
   --max-failures N (3)  --failure-window-ms MS (1800000)
-  --backoff-ms MS (600000)                                         replacement and its loop guard
+  --backoff-ms MS (600000)  --requested-per-hour N (6, pool replace-member requests)
+                                                                   replacement and its loop guard
   --max-age-ms MS (never)  --jitter F (0.1)                        rotation by age
   --scale-down-policy random|oldest|newest (random)  --drain-delay-ms MS (10000)`;
 

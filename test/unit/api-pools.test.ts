@@ -304,6 +304,7 @@ describe('the pool spec schema and poolSpecProblems agree on every range', () =>
     ['replacement.maxFailures', 1, 100],
     ['replacement.windowMs', 1000, 30 * 86_400_000],
     ['replacement.backoffMs', 1000, 30 * 86_400_000],
+    ['replacement.requestedPerHour', 0, 100],
     ['rotation.maxAgeMs', 60_000, 365 * 86_400_000],
     ['drainDelayMs', 0, 3_600_000],
   ];
