@@ -39,7 +39,9 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
-import { fmtRange, median, percentile, ratio, spread } from './lib/stats.ts';
+import { fmtRange, median, ratio, spread } from './lib/stats.ts';
+import { Conn, connectReq, cpuSecs, innerReq, load as loadAt, plainOnce as plainOnceAt } from './lib/proxy-load.ts';
+import type { Kind, Load } from './lib/proxy-load.ts';
 import { freePort } from '../test/support/sshd.ts';
 
 const USAGE =
@@ -306,132 +308,11 @@ function haproxyCmd(sock: string, cmd: string): Promise<string> {
   });
 }
 
-// ---------------------------------------------------------------------------------------------
-// The client: raw sockets, HTTP/1.1, small responses with Content-Length
-
-/** A socket with a read buffer: reads one response head (CONNECT) or one whole response at a time. */
-class Conn {
-  readonly sock: net.Socket;
-  private buf: Buffer = Buffer.alloc(0);
-  private wake: (() => void) | undefined;
-  private closed: Error | undefined;
-  constructor(port: number) {
-    this.sock = net.connect(port, HOST);
-    this.sock.setNoDelay(true);
-    this.sock.on('data', (d: Buffer) => {
-      this.buf = this.buf.length === 0 ? d : Buffer.concat([this.buf, d]);
-      this.wake?.();
-    });
-    const fail = (err?: Error): void => {
-      this.closed ??= err ?? new Error('connection closed');
-      this.wake?.();
-    };
-    this.sock.on('error', fail);
-    this.sock.on('close', () => fail());
-  }
-  /** Sends `req` and reads one response: its status and body (headers only when `headOnly`). */
-  async exchange(req: string, headOnly: boolean): Promise<{ status: number; body: string }> {
-    this.sock.write(req);
-    for (;;) {
-      const end = this.buf.indexOf('\r\n\r\n');
-      if (end >= 0) {
-        const head = this.buf.subarray(0, end).toString('latin1');
-        const status = Number(head.slice(9, 12));
-        const len = headOnly ? 0 : Number(/\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1] ?? NaN);
-        if (Number.isNaN(len)) throw new Error(`response without Content-Length: ${head}`);
-        if (this.buf.length >= end + 4 + len) {
-          const body = this.buf.subarray(end + 4, end + 4 + len).toString('latin1');
-          this.buf = this.buf.subarray(end + 4 + len);
-          return { status, body };
-        }
-      }
-      if (this.closed) throw this.closed;
-      await new Promise<void>((r) => (this.wake = r));
-      this.wake = undefined;
-    }
-  }
-  close(): void {
-    this.sock.destroy();
-  }
-}
-
-const auth = (user: string): string => `Basic ${Buffer.from(`${user}:secret`).toString('base64')}`;
-const plainReq = (target: number, user: string): string =>
-  `GET http://${HOST}:${target}/ HTTP/1.1\r\nHost: ${HOST}:${target}\r\nProxy-Authorization: ${auth(user)}\r\n\r\n`;
-const connectReq = (target: number, user: string): string =>
-  `CONNECT ${HOST}:${target} HTTP/1.1\r\nHost: ${HOST}:${target}\r\nProxy-Authorization: ${auth(user)}\r\n\r\n`;
-const innerReq = (target: number): string => `GET / HTTP/1.1\r\nHost: ${HOST}:${target}\r\n\r\n`;
-
-/** A plain GET through the proxy on a new connection: the body (`via=...`), or throws. */
-async function plainOnce(proxy: number, target: number, user: string): Promise<string> {
-  const c = new Conn(proxy);
-  try {
-    const r = await c.exchange(plainReq(target, user), false);
-    if (r.status !== 200) throw new Error(`status ${r.status}`);
-    return r.body;
-  } finally {
-    c.close();
-  }
-}
-
-type Kind = 'http' | 'connect';
-interface Load {
-  rps: number;
-  p50: number;
-  p99: number;
-  errors: number;
-  /** CPU (user+system) of the proxy process the client talks to, µs per request. */
-  cpuUs?: number;
-}
-
-/** user+system CPU seconds of a process so far (/proc/PID/stat, 100 ticks a second). */
-function cpuSecs(pid: number | undefined): number {
-  if (!pid) return NaN;
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100;
-}
-
-/** `n` requests at `conc` at once through `proxy`: keep-alive GETs, or a new tunnel per request. */
-async function load(kind: Kind, proxy: number, target: number, n: number, conc: number): Promise<Load> {
-  const lat: number[] = [];
-  let next = 0;
-  let errors = 0;
-  const t0 = performance.now();
-  const worker = async (w: number): Promise<void> => {
-    let conn: Conn | undefined;
-    while (next < n) {
-      const i = next++;
-      const user = `user-session-${kind === 'http' ? w : i % 64}`;
-      const s = performance.now();
-      try {
-        if (kind === 'http') {
-          conn ??= new Conn(proxy);
-          const r = await conn.exchange(plainReq(target, user), false);
-          if (r.status !== 200) throw new Error(`status ${r.status}`);
-        } else {
-          const c = new Conn(proxy);
-          try {
-            const h = await c.exchange(connectReq(target, user), true);
-            if (h.status !== 200) throw new Error(`CONNECT status ${h.status}`);
-            const r = await c.exchange(innerReq(target), false);
-            if (r.status !== 200) throw new Error(`status ${r.status}`);
-          } finally {
-            c.close();
-          }
-        }
-        lat.push(performance.now() - s);
-      } catch {
-        errors++;
-        conn?.close();
-        conn = undefined;
-      }
-    }
-    conn?.close();
-  };
-  await Promise.all(Array.from({ length: conc }, (_, w) => worker(w)));
-  const secs = (performance.now() - t0) / 1000;
-  return { rps: lat.length / secs, p50: percentile(lat, 0.5), p99: percentile(lat, 0.99), errors };
-}
+const at = (port: number) => ({ host: HOST, port });
+const load = (kind: Kind, proxy: number, target: number, n: number, conc: number): Promise<Load> =>
+  loadAt(kind, at(proxy), at(target), n, conc);
+const plainOnce = (proxy: number, target: number, user: string): Promise<string> =>
+  plainOnceAt(at(proxy), at(target), user);
 
 // ---------------------------------------------------------------------------------------------
 // Part 1: load, alternating
@@ -537,12 +418,12 @@ function openTunnel(proxy: number, target: number): { stop: () => Promise<{ ok: 
   let ok = 0;
   let failed = '';
   const done = (async () => {
-    const c = new Conn(proxy);
+    const c = new Conn(at(proxy));
     try {
-      const h = await c.exchange(connectReq(target, 'user-session-tunnel'), true);
+      const h = await c.exchange(connectReq(at(target), 'user-session-tunnel'), true);
       if (h.status !== 200) throw new Error(`CONNECT status ${h.status}`);
       while (running) {
-        const r = await c.exchange(innerReq(target), false);
+        const r = await c.exchange(innerReq(at(target)), false);
         if (r.status !== 200) throw new Error(`status ${r.status}`);
         ok++;
         await sleep(20);
