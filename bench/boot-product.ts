@@ -519,7 +519,7 @@ function line(b: ProductBoot | LibraryBoot, k: number): string {
     `${head}: from the workflow's start: task ${s(b.firstTaskMs)}, create ${s(b.createScheduledMs)}, running ${s(b.runningMs)}, ` +
     `monitor ${s(b.monitorStartedMs)}, address ${s(b.addressMs)} (recorded ${s(b.addressRecordedMs)}), first probe ${s(b.firstProbeMs)}, ` +
     `Healthy ${s(b.healthyMs)} (recorded ${s(b.healthyRecordedMs)}, published ${s(b.healthyPublishedMs)}), discovery ${s(b.discoveryMs)}, ` +
-    `egressctl ${s(b.egressctlMs)} s; probes ${b.probesFailed ?? '?'} failed, ${b.probesOk ?? '?'} ok, ${b.monitorReturns ?? '?'} monitor returns; ` +
+    `egressctl ${s(b.egressctlMs)} s; probes ${b.probesFailed ?? '?'} failed, ${b.probesOk ?? '?'} ok, ${b.monitorReturns ?? '?'} monitor returns (the last failed probe: ${b.lastProbeError ?? 'none'}); ` +
     `egressctl ${b.cpu.toFixed(2)} CPU-s ${(b.maxRssKiB / 1024).toFixed(0)} MiB; worker ${b.workerCpuS.toFixed(2)} CPU-s`
   );
 }
