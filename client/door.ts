@@ -3,7 +3,10 @@
 // calls it every sync; a pool that does not exist is an error naming it, so the door keeps the
 // exits it has until the pool is back.
 import type { Client } from '@temporalio/client';
-import { poolAddresses } from '../contracts/pool.ts';
+import { poolDoorSignal } from '../contracts/messages.ts';
+import { poolAddresses, poolWorkflowId } from '../contracts/pool.ts';
+import type { DoorReport } from '../contracts/pool.ts';
+import { withDeadline } from './connection.ts';
 import { poolStatus } from './pools.ts';
 
 /** One exit of a door: the member's name and its Squid's address. */
@@ -22,4 +25,18 @@ export async function poolExits(client: Client, entry: string, pool: string, tim
     const cut = a.address.lastIndexOf(':');
     return { name: a.name, host: a.address.slice(0, cut), port: Number(a.address.slice(cut + 1)) };
   });
+}
+
+/** Tells the pool its door's address and exits (shown in its status), bounded by `timeoutMs`. */
+export async function reportDoor(
+  client: Client,
+  entry: string,
+  pool: string,
+  report: Omit<DoorReport, 'at'>,
+  timeoutMs = 5_000,
+): Promise<void> {
+  const at = new Date().toISOString();
+  await withDeadline(client, 'the door report', timeoutMs, () =>
+    client.workflow.getHandle(poolWorkflowId(entry, pool)).signal(poolDoorSignal, { ...report, at }),
+  );
 }

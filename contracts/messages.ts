@@ -30,6 +30,7 @@ import {
   IMAGE_STATUS_QUERY,
 } from './image.ts';
 import type {
+  DoorReport,
   MemberReport,
   PoolSpecPatch,
   PoolStatus,
@@ -41,6 +42,7 @@ import type {
 import {
   MEMBER_SERVING_SIGNAL,
   POOL_DELETE_UPDATE,
+  POOL_DOOR_SIGNAL,
   POOL_MEMBER_SIGNAL,
   POOL_PAUSE_UPDATE,
   POOL_REPLACE_MEMBER_UPDATE,
@@ -77,6 +79,8 @@ export const memberServingSignal = defineSignal<[{ serving: boolean }]>(MEMBER_S
 export const poolStatusQuery = defineQuery<PoolStatus>(POOL_STATUS_QUERY);
 /** From a member: its summary changed. */
 export const poolMemberSignal = defineSignal<[MemberReport]>(POOL_MEMBER_SIGNAL);
+/** The pool's door service → pool: the door's address and exits, on every change (shown in the status). */
+export const poolDoorSignal = defineSignal<[DoorReport]>(POOL_DOOR_SIGNAL);
 /** Sets the size (and spares); refused beyond the limits. Returns the status after the change. */
 export const poolScaleUpdate = defineUpdate<PoolBrief, [ScaleRequest]>(POOL_SCALE_UPDATE);
 /** Changes the spec; a new template starts a rollout. Refused when the result is not valid. */

@@ -2,7 +2,15 @@
 // one thing a run of one build hands a run of another (docs/temporal.md, "Versioning: the rule"),
 // so a change here only adds optional fields. Plain JSON; the reconciler's rules are
 // workflows/pool/plan.ts.
-import type { MemberReport, MemberRole, PoolFailure, PoolSpec, PoolTemplate, ResolvedPoolSpec } from './pool.ts';
+import type {
+  DoorReport,
+  MemberReport,
+  MemberRole,
+  PoolFailure,
+  PoolSpec,
+  PoolTemplate,
+  ResolvedPoolSpec,
+} from './pool.ts';
 
 export interface PoolWorkflowInput {
   spec: PoolSpec;
@@ -73,6 +81,8 @@ export interface PoolState {
    * sliding hour of `replacement.requestedPerHour`. Absent in states carried from runs before it.
    */
   replaceRequestsMs?: number[];
+  /** The door's last report (poolDoorSignal); absent without a door. */
+  door?: DoorReport;
   rollbacks: number;
   /** Members removed since the rollout started (for its progress). */
   removedOld: number;

@@ -20,6 +20,8 @@ export const POOL_DELETE_UPDATE = 'delete';
 export const POOL_REPLACE_MEMBER_UPDATE = 'replaceMember';
 /** Member → pool: its summary changed. */
 export const POOL_MEMBER_SIGNAL = 'member';
+/** The pool's door → pool: its address and its exits as HAProxy sees them, on every change. */
+export const POOL_DOOR_SIGNAL = 'door';
 /** Pool → member: whether it is in discovery (a spare, or a member leaving, is not). */
 export const MEMBER_SERVING_SIGNAL = 'serving';
 
@@ -389,9 +391,46 @@ export interface PoolStatus {
   drainingHosts: string[];
   degraded?: { since: string; until: string; failures: PoolFailure[] };
   rollout?: { revision: number; startedAt: string; lastProgressAt: string; step: string };
+  /** The pool's front door, as its service last reported it (docs/door.md); absent without a door. */
+  door?: DoorReport;
   members: PoolMemberStatus[];
   createdAt: string;
   updatedAt: string;
+}
+
+/**
+ * What a pool's door service tells the pool (POOL_DOOR_SIGNAL) when its door starts and whenever
+ * an exit joins, leaves or changes state: nothing at rest. An exit `up: false` is one the door has
+ * taken out of rotation itself (its connects failed or its checks did).
+ */
+export interface DoorReport {
+  /** Where clients connect: `host:port`. */
+  listen: string;
+  exits: { name: string; role: 'serving' | 'draining'; up: boolean }[];
+  /** RFC 3339 time of the report (the door service's clock). */
+  at: string;
+}
+
+/** Most exits one door report carries (a pool's members and spares at most, with room for draining ones). */
+export const DOOR_REPORT_MAX_EXITS = 2 * (POOL_SIZE.max + POOL_SPARES.max);
+
+/**
+ * A door report as the pool keeps it, or undefined when `x` is not one (a signal has no validator:
+ * a malformed report is dropped, never let into the state). Exits past DOOR_REPORT_MAX_EXITS are cut.
+ */
+export function doorReportOf(x: unknown): DoorReport | undefined {
+  const r = x as Partial<DoorReport> | null;
+  if (typeof r?.listen !== 'string' || typeof r.at !== 'string' || !Array.isArray(r.exits)) return undefined;
+  if (r.listen.length > 300 || r.at.length > 40) return undefined;
+  const exits = r.exits
+    .filter((e) => typeof e?.name === 'string' && isIdentifier(e.name) && typeof e.up === 'boolean')
+    .slice(0, DOOR_REPORT_MAX_EXITS)
+    .map((e) => ({
+      name: e.name,
+      role: e.role === 'draining' ? ('draining' as const) : ('serving' as const),
+      up: e.up,
+    }));
+  return { listen: r.listen, exits, at: r.at };
 }
 
 /** The members discovery hands out for a pool: available, in discovery, with an address. */

@@ -77,7 +77,7 @@ const [
   { loadDoorsConfig, doorSpecOf },
   { DoorService },
   { connectClient },
-  { poolExits },
+  { poolExits, reportDoor },
   { createLogger, logLevelFromEnv },
 ] = await Promise.all([
   import('../lib/door/config.ts'),
@@ -99,6 +99,7 @@ const services = doors.map((door) => ({
     spec: doorSpecOf(door, stateDir),
     configPath: resolve(stateDir, `${door.entry}.${door.pool}.cfg`),
     members: () => poolExits(client, door.entry, door.pool),
+    onChange: (report) => reportDoor(client, door.entry, door.pool, report),
     log: log.child({ entry: door.entry, pool: door.pool }),
     syncIntervalMs,
     haproxyBin: values.haproxy,

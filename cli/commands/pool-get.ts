@@ -9,8 +9,9 @@ export const poolGet: Command = {
   usage: 'pool get ENTRY/POOL',
   help: `egressctl pool get ENTRY/POOL
   Prints the pool's status query: phase, desired, healthy, available, updated, revision, the
-  rollout step, and its members (name, host, state, healthy, imageKey, ageMs, role). With --output
-  json: those at the top level (members[], rollout) and the resolved spec.`,
+  rollout step, its door (its address and each exit up or down in the door, when bin/door serves
+  the pool; docs/door.md) and its members (name, host, state, healthy, imageKey, ageMs, role).
+  With --output json: those at the top level (members[], rollout, door) and the resolved spec.`,
   options: {},
   maxArgs: 1,
   async run(ctx) {
@@ -20,6 +21,13 @@ export const poolGet: Command = {
     if (ctx.json) return (ctx.out(JSON.stringify(view)), EXIT.ok);
     const step = body.status?.rollout?.step ?? body.status?.reason ?? body.statusError;
     ctx.out(table([{ ...view, step }], [...POOL_COLUMNS, 'step']));
+    const door = body.status?.door;
+    if (door !== undefined) {
+      const exits = door.exits.map(
+        (x) => `${x.name}${x.role === 'draining' ? ' (draining)' : ''} ${x.up ? 'up' : 'DOWN'}`,
+      );
+      ctx.out(`door ${door.listen}: ${exits.join(', ') || 'no exits'} (reported ${door.at})`);
+    }
     const members = 'members' in view ? view.members : [];
     if (members.length > 0) {
       ctx.out('');

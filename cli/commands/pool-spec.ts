@@ -154,6 +154,7 @@ export function statusView(st: PoolStatus) {
     rollbacks: st.rollbacks,
     replacedOnRequest: st.replacedOnRequest ?? 0,
     rollout: st.rollout ?? null,
+    ...(st.door === undefined ? {} : { door: st.door }),
     ...(st.degraded === undefined ? {} : { degraded: st.degraded }),
     members: st.members.map((m) => ({
       name: m.name,

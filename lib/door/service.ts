@@ -39,6 +39,14 @@ export interface DoorServiceOptions {
   haproxyBin?: string;
   /** Each line HAProxy writes on stdout (its decision log): default, this process's stdout. */
   onLogLine?: (line: string) => void;
+  /**
+   * Called after a sync when the door's exits (names, roles, HAProxy's up or down) differ from
+   * what it last accepted; a rejection is logged and the report is tried again at the next sync.
+   */
+  onChange?: (report: {
+    listen: string;
+    exits: { name: string; role: 'serving' | 'draining'; up: boolean }[];
+  }) => Promise<void>;
 }
 
 /** An exit as the door holds it. */
@@ -73,6 +81,8 @@ export class DoorService {
   private last: DoorExit[] = [];
   private state: Pick<DoorStatus, 'syncedAt' | 'lastError' | 'restarts'> = { restarts: 0 };
   private wake: (() => void) | undefined;
+  /** What onChange last accepted (the exits as JSON). */
+  private reported: string | undefined;
 
   private readonly o: DoorServiceOptions;
 
@@ -155,6 +165,17 @@ export class DoorService {
     );
     this.state.syncedAt = new Date().toISOString();
     delete this.state.lastError;
+    await this.report();
+  }
+
+  /** Tells `onChange` the door's exits if they changed since it last accepted them. */
+  private async report(): Promise<void> {
+    if (this.o.onChange === undefined) return;
+    const exits = this.status().exits.map(({ name, role, up }) => ({ name, role, up }));
+    const key = JSON.stringify(exits);
+    if (key === this.reported) return;
+    await this.o.onChange({ listen: this.status().listen, exits });
+    this.reported = key;
   }
 
   /** Stops the loop, then HAProxy (SIGUSR1: it finishes its connections; SIGKILL after `graceMs`). */

@@ -463,6 +463,20 @@ describe(
         failed.length === 0 && [...homes.values()].every((h) => h.length === 1),
       );
       assert.deepEqual(failed, [], 'no request through the door failed');
+      // The door told the pool: its address and the two exits up, in the pool's status.
+      const shown = (await status()).door;
+      assert.equal(
+        shown?.listen,
+        `127.0.0.1:${doorPort}`,
+        `the pool's status shows its door: ${JSON.stringify(shown)}`,
+      );
+      assert.deepEqual(
+        shown.exits
+          .filter((x) => x.up && x.role === 'serving')
+          .map((x) => x.name)
+          .sort(),
+        [...ips.values()].sort(),
+      );
       for (const [u, h] of homes) {
         assert.equal(h.length, 1, `${u} always left by one exit: ${h.join(', ')}`);
         assert.ok(ips.has(h[0]!), `${u} left by a member's address (${h[0]} of ${[...ips.keys()].join(', ')})`);

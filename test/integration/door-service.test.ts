@@ -43,6 +43,11 @@ describe('the door service keeps HAProxy equal to the discovery list', { timeout
   const exits = new Map<string, SquidExit>();
   /** The discovery list the service reads: the test changes it. */
   let listed: DoorExit[] = [];
+  /** What the service reported (onChange), in order; `refuseNext` makes the next report fail once. */
+  const reports: { listen: string; exits: { name: string; role: string; up: boolean }[] }[] = [];
+  let refuseNext = false;
+  const lastReport = (): string =>
+    (reports.at(-1)?.exits ?? []).map((e) => `${e.name}:${e.role}:${e.up ? 'up' : 'down'}`).join(' ');
   const list = (...names: string[]): DoorExit[] =>
     names.map((name) => ({ name, host: HOST, port: exits.get(name)!.port }));
   const via = (a: Answer): string => /via=.*\b(exit-[abc])\b/.exec(a.body)?.[1] ?? `?${a.status} ${a.body.trim()}`;
@@ -87,6 +92,14 @@ describe('the door service keeps HAProxy equal to the discovery list', { timeout
       syncIntervalMs: SYNC_MS,
       restartDelayMs: 200,
       onLogLine: () => undefined,
+      onChange: (r) => {
+        if (refuseNext) {
+          refuseNext = false;
+          return Promise.reject(new Error('the pool did not take the report'));
+        }
+        reports.push(r);
+        return Promise.resolve();
+      },
     });
     await service.start();
     await listening(door, 'the door', () => JSON.stringify(service.status()));
@@ -103,10 +116,14 @@ describe('the door service keeps HAProxy equal to the discovery list', { timeout
     await until(() => service.status().exits.filter((e) => e.up).length === 2, 'two exits up');
     const used = new Set((await spread()).values());
     assert.deepEqual([...used].sort(), ['exit-a', 'exit-b']);
+    await until(() => lastReport() === 'exit-a:serving:up exit-b:serving:up', 'the two exits reported up');
+    assert.equal(reports.at(-1)!.listen, `${HOST}:${door}`);
   });
 
   it('an exit entering the list takes sessions after the next sync; only sessions moving to it move', async () => {
     const before = await spread();
+    const count = reports.length;
+    refuseNext = true;
     listed = list('exit-a', 'exit-b', 'exit-c');
     const ms = await until(
       () => service.status().exits.some((e) => e.name === 'exit-c' && e.up && e.role === 'serving'),
@@ -117,6 +134,12 @@ describe('the door service keeps HAProxy equal to the discovery list', { timeout
     const moved = SESSIONS.filter((s) => now.get(s) !== before.get(s));
     assert.ok(moved.length > 0, 'some sessions moved to exit-c');
     for (const s of moved) assert.equal(now.get(s), 'exit-c', `${s} moved, and only to the new exit`);
+    // The first report of the change was refused: it is sent again at the next sync; nothing at rest.
+    await until(() => lastReport() === 'exit-a:serving:up exit-b:serving:up exit-c:serving:up', 'exit-c reported');
+    const settled = reports.length;
+    assert.ok(settled > count);
+    await sleep(5 * SYNC_MS);
+    assert.equal(reports.length, settled, 'no report while nothing changes');
   });
 
   it('an exit leaving the list takes no new request; a tunnel open through it goes on; it is deleted once that closes', async () => {
@@ -134,6 +157,11 @@ describe('the door service keeps HAProxy equal to the discovery list', { timeout
     assert.match(await tunnel.get(target), /via=/, 'the open tunnel still carries requests');
     tunnel.close();
     await until(() => !service.status().exits.some((e) => e.name === 'exit-b'), 'exit-b deleted from HAProxy');
+    await until(() => lastReport() === 'exit-a:serving:up exit-c:serving:up', 'exit-b reported gone');
+    assert.ok(
+      reports.some((r) => r.exits.some((e) => e.name === 'exit-b' && e.role === 'draining')),
+      'its draining was reported',
+    );
     const names = (await new DoorRuntime(join(dir, 'door.sock')).servers()).map((s) => s.name).sort();
     assert.deepEqual(names, ['exit-a', 'exit-c']);
   });

@@ -155,8 +155,21 @@ describe('egressctl pool commands', () => {
       [m['name'], m['host'], m['state'], m['healthy'], m['imageKey'], m['ageMs']],
       ['crawl-aaaaa', 'hv1', 'Running', 'True', 'deb', 1234],
     );
+    p.status.door = {
+      listen: '127.0.0.1:3130',
+      exits: [{ name: 'crawl-aaaaa', role: 'serving', up: false }],
+      at: '2026-12-06T12:00:00.000Z',
+    };
     const table = await egressctl('pool', 'get', 'lab/crawl');
     assert.match(table.lines.join('\n'), /crawl-aaaaa\s+serving\s+Running\s+True\s+hv1/);
+    assert.match(
+      table.lines.join('\n'),
+      /door 127\.0\.0\.1:3130: crawl-aaaaa DOWN \(reported 2026-12-06T12:00:00\.000Z\)/,
+    );
+    const withDoor = JSON.parse((await egressctl('pool', 'get', 'lab/crawl', '--output', 'json')).lines[0]!) as {
+      door: { listen: string };
+    };
+    assert.equal(withDoor.door.listen, '127.0.0.1:3130');
     const list = (await egressctl('pool', 'list', '--entry', 'lab')).lines.join('\n').split('\n');
     assert.match(list[0]!, /^ENTRY\s+NAME\s+PHASE\s+DESIRED/);
     assert.match(list[1]!, /^lab\s+crawl\s+Ready\s+2/);

@@ -7,6 +7,7 @@
 import { ApplicationFailure, allHandlersFinished, condition, setHandler, workflowInfo } from '@temporalio/workflow';
 import {
   poolDeleteUpdate,
+  poolDoorSignal,
   poolHostDrainSignal,
   poolMemberSignal,
   poolPauseUpdate,
@@ -25,7 +26,7 @@ import type {
   RollbackRequest,
   ScaleRequest,
 } from '../../contracts/pool.ts';
-import { POOL_DEFAULTS, poolSpecProblems, resolvePoolSpec, scaleProblems } from '../../contracts/pool.ts';
+import { doorReportOf, POOL_DEFAULTS, poolSpecProblems, resolvePoolSpec, scaleProblems } from '../../contracts/pool.ts';
 import { CODES } from '../../contracts/errors.ts';
 import type { PoolState, PoolWorkflowInput } from '../../contracts/pool-state.ts';
 import { applyDrainNotice, applyReport, applySpec, newPoolState, nextRandom, reconcile } from './plan.ts';
@@ -69,6 +70,11 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
   setHandler(poolStatusQuery, () => poolStatus(state, Date.now()));
   setHandler(poolMemberSignal, (report) => {
     if (applyReport(state, report)) poke();
+  });
+  // The door's report is shown, not acted on: the members' own reports decide discovery.
+  setHandler(poolDoorSignal, (report) => {
+    const r = doorReportOf(report);
+    if (r !== undefined) state.door = r;
   });
   setHandler(poolHostDrainSignal, (notice) => {
     if (retired(POOL_HOSTS_PATCH) && applyDrainNotice(state, notice)) poke();

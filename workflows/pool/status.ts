@@ -114,6 +114,7 @@ export function poolStatus(state: PoolState, nowMs: number): PoolStatus {
   };
   if (state.reason !== undefined) st.reason = state.reason;
   if (state.stableRevision !== undefined) st.stableRevision = state.stableRevision;
+  if (state.door !== undefined) st.door = state.door;
   if (state.degradedUntilMs !== undefined) {
     st.degraded = {
       since: new Date(state.degradedSinceMs ?? nowMs).toISOString(),
