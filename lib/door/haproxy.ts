@@ -45,7 +45,8 @@
  *    exits/<name> state maint|ready` and `... addr ...` change one, `del server` removes one in
  *    maint without connections; all without a reload, and tunnels already open stay open.
  *
- * Cost: HAProxy runs crypt(3) on every request (no cache), so the hash's rounds are CPU per request.
+ * Cost: crypt(3) runs once per verified credential and HAProxy process ({@link DOOR_AUTH_CACHE}); a
+ * wrong password pays it on every attempt.
  */
 import { blockCovers, parseCidr, RESERVED_DESTINATIONS } from '../../contracts/cidr.ts';
 import { isDestinationDomain } from '../config/egress.ts';
@@ -60,6 +61,15 @@ export type { DoorCredentialCounters } from './table.ts';
 export const DOOR_BACKEND = 'exits';
 /** The userlist's name in the rendered configuration. */
 export const DOOR_USERLIST = 'door-users';
+/**
+ * The door's cache of verified credentials: a map HAProxy loads empty from /dev/null at start and
+ * then fills in memory (`set-map`) with `sha256(<credential>:<password>)` → credential for each
+ * credential it verified with crypt(3), so a credential pays crypt once per HAProxy process, not
+ * once per request. Only verified pairs enter it (at most one entry per user and password); a
+ * wrong password is never cached and pays crypt every time. Readable on the runtime socket
+ * (`show map /dev/null`); emptied when HAProxy restarts.
+ */
+export const DOOR_AUTH_CACHE = '/dev/null';
 /** The `msg` of every decision log line. */
 export const DOOR_DECISION_MSG = 'CANONICAL-PROXY-DECISION';
 /**
@@ -550,8 +560,13 @@ export function renderDoor(spec: DoorSpec): string {
     '  http-request set-var(txn.session) var(txn.name),regsub(-lifetime-[0-9]+$,) if door_session',
     '  http-request set-var(txn.base) var(txn.session),regsub(-session-[A-Za-z0-9_.]+$,) if door_session',
     `  http-request set-var(txn.base) var(txn.name) if !door_session ${is('txn.name')}`,
-    `  http-request set-header Authorization "Basic %[var(txn.base),concat(:,txn.pass),base64]" if ${is('txn.base')}`,
-    `  http-request set-var(txn.user) http_auth_group(${DOOR_USERLIST})`,
+    // A credential already verified is found by its SHA-256 in the cache; only the others pay crypt(3).
+    `  http-request set-var(txn.authkey) var(txn.base),concat(:,txn.pass),sha2(256),hex if ${is('txn.base')}`,
+    `  http-request set-var(txn.user) var(txn.authkey),map(${DOOR_AUTH_CACHE}) if ${is('txn.authkey')}`,
+    `  http-request set-var(txn.cached) str(1) if ${is('txn.user')}`,
+    `  http-request set-header Authorization "Basic %[var(txn.base),concat(:,txn.pass),base64]" if ${is('txn.base')} !${is('txn.user')}`,
+    `  http-request set-var(txn.user) http_auth_group(${DOOR_USERLIST}) unless ${is('txn.user')}`,
+    `  http-request set-map(${DOOR_AUTH_CACHE}) %[var(txn.authkey)] %[var(txn.user)] if ${is('txn.user')} ${is('txn.authkey')} !${is('txn.cached')}`,
     '  http-request del-header Authorization',
     '  http-request del-header Proxy-Authorization',
     `  http-request set-header Authorization %[var(txn.origin_auth)] if ${is('txn.origin_auth')}`,

@@ -386,6 +386,17 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
       );
       assert.ok(!log.some((l) => /\/(none|wrong|unknown) /.test(l)), `${name} saw a refused request`);
     }
+    // The credential cache: one entry per verified credential and password (every session of
+    // `user` shares it), the wrong passwords above were not let in by it nor entered into it.
+    const cache = (await runtime(sock, 'show map /dev/null')).trim().split('\n');
+    const { createHash } = await import('node:crypto');
+    const key = createHash('sha256').update('user:secret').digest('hex').toUpperCase();
+    assert.ok(
+      cache.some((l) => l.endsWith(` ${key} user`)),
+      `user:secret cached: ${cache.join('\n')}`,
+    );
+    assert.ok(!cache.some((l) => l.includes(createHash('sha256').update('user:wrong').digest('hex').toUpperCase())));
+    assert.equal(cache.filter((l) => l.endsWith(' user')).length, 1, 'one entry for every session of user');
   });
 
   /** The decision lines HAProxy wrote so far, each parsed (a line that is not JSON fails the test). */

@@ -52,7 +52,16 @@ describe('renderDoor', () => {
   it('checks credentials from a userlist of hashes and answers 407 with Proxy-Authenticate', () => {
     assert.ok(lines.includes(`user user password ${H6}`));
     assert.ok(lines.includes(`user alice@example password ${H5}`));
-    assert.ok(lines.includes('http-request set-var(txn.user) http_auth_group(door-users)'));
+    const check = 'http-request set-var(txn.user) http_auth_group(door-users) unless { var(txn.user) -m found }';
+    assert.ok(lines.includes(check));
+    // A verified credential is cached by its SHA-256 (found first), and only a verified one enters.
+    const lookup = lines.indexOf(
+      'http-request set-var(txn.user) var(txn.authkey),map(/dev/null) if { var(txn.authkey) -m found }',
+    );
+    const store = lines.indexOf(
+      'http-request set-map(/dev/null) %[var(txn.authkey)] %[var(txn.user)] if { var(txn.user) -m found } { var(txn.authkey) -m found } !{ var(txn.cached) -m found }',
+    );
+    assert.ok(lookup > 0 && lookup < lines.indexOf(check) && store > lines.indexOf(check), 'look up, verify, store');
     const ret = lines.find((l) => l.startsWith('http-request return status 407'));
     assert.ok(ret?.includes(`hdr Proxy-Authenticate 'Basic realm="egress"'`), ret);
     assert.ok(ret?.endsWith('unless { var(txn.user) -m found }'), ret);
@@ -61,7 +70,9 @@ describe('renderDoor', () => {
 
   it('removes Proxy-Authorization and keeps the client’s own Authorization', () => {
     const del = lines.indexOf('http-request del-header Proxy-Authorization');
-    const check = lines.indexOf('http-request set-var(txn.user) http_auth_group(door-users)');
+    const check = lines.indexOf(
+      'http-request set-var(txn.user) http_auth_group(door-users) unless { var(txn.user) -m found }',
+    );
     assert.ok(check > 0 && del > check, 'removed after the check');
     assert.ok(
       lines.includes(
@@ -94,7 +105,7 @@ describe('renderDoor', () => {
     );
     assert.ok(
       lines.includes(
-        'http-request set-header Authorization "Basic %[var(txn.base),concat(:,txn.pass),base64]" if { var(txn.base) -m found }',
+        'http-request set-header Authorization "Basic %[var(txn.base),concat(:,txn.pass),base64]" if { var(txn.base) -m found } !{ var(txn.user) -m found }',
       ),
     );
     assert.ok(lines.includes('http-request set-var(txn.key) var(txn.session) if door_session !door_lifetime'));
