@@ -11,15 +11,15 @@ WORKDIR /app
 # Dependencies first (cached while only sources change). ssh2's optional native crypto builds
 # with the toolchain below and is dropped with it afterwards. iproute2 stays: `health.via: auto`
 # asks `ip route get` whether the worker routes to a guest (docs/health.md, "Probe path"); without
-# it every probe goes through the host's SSH link.
+# it every probe goes through the host's SSH link. haproxy stays: bin/door runs it (docs/door.md).
 COPY package.json package-lock.json ./
 RUN apt-get update \
- && apt-get install -y --no-install-recommends iproute2 python3 make g++ \
+ && apt-get install -y --no-install-recommends iproute2 haproxy python3 make g++ \
  && npm ci --omit=dev --no-audit --no-fund \
  && apt-get purge -y python3 make g++ && apt-get autoremove -y \
  && rm -rf /var/lib/apt/lists/* /root/.npm
 
-# What production runs and nothing else: the worker, the API and egressctl (workers/, started by
+# What production runs and nothing else: the worker, the API, the door service and egressctl (workers/, started by
 # bin/) and the folders they import (test/unit/compose.test.ts walks their imports to check). The
 # dev stack (dev/) and scripts/ stay in the source checkout; `egressctl dev` says so in the image.
 COPY tsconfig.json ./
