@@ -18,7 +18,6 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import http from 'node:http';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -34,13 +33,15 @@ import {
   renderDoor,
 } from '../../lib/door/haproxy.ts';
 import type { DoorSpec, DoorUser } from '../../lib/door/haproxy.ts';
+import { runtimeCommand } from '../../lib/door/runtime.ts';
+import { basic, Tunnel, viaDoor } from '../support/door-client.ts';
+import type { Answer } from '../support/door-client.ts';
+import { killGroup, listening, NO_SQUID, SQUID_ROOT, startSquidExit } from '../support/squid-exit.ts';
 import { freePort } from '../support/sshd.ts';
 
 const HOST = '127.0.0.1';
 const BOUND_MS = 10_000;
-const SQUID_ROOT = process.env['EP_SQUID_ROOT'] ?? join(import.meta.dirname, '../../.local/squid/root');
 const NO_HAPROXY = 'no haproxy on PATH: scripts/test installs it (TEST_PACKAGES); or apt-get install haproxy';
-const NO_SQUID = `no squid at ${SQUID_ROOT}: scripts/test unpacks Debian squid into .local/squid and sets EP_SQUID_ROOT`;
 // `openssl passwd -6 -salt abcdefgh secret`.
 const HASH = '$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG.';
 const SESSIONS = Array.from({ length: 10 }, (_, i) => `user-session-${i}`);
@@ -57,8 +58,6 @@ const USERS: DoorUser[] = [
   { name: 'tunneler', passwordHash: HASH, limits: { concurrentTunnels: 2 } },
   { name: 'counted', passwordHash: HASH },
 ];
-const basic = (user: string, password = 'secret'): string =>
-  `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
 
 const children: ChildProcess[] = [];
 /**
@@ -78,131 +77,6 @@ function start(argv: string[], env = process.env): { proc: ChildProcess; log: ()
   proc.stderr.on('data', keep);
   return { proc, log: () => out, stdout: () => stdout };
 }
-function killGroup(proc: ChildProcess): void {
-  if (proc.pid !== undefined && proc.exitCode === null && proc.signalCode === null) {
-    try {
-      process.kill(-proc.pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
-}
-
-/** Waits (bounded) until a TCP connect to `port` succeeds. */
-async function listening(port: number, what: string, log: () => string): Promise<void> {
-  for (const t0 = Date.now(); ; await sleep(50)) {
-    const up = await new Promise<boolean>((resolve) => {
-      const sock = net.connect(port, HOST, () => resolve(Boolean(sock.destroy())));
-      sock.on('error', () => resolve(false));
-    });
-    if (up) return;
-    if (Date.now() - t0 > BOUND_MS) throw new Error(`${what} not listening on ${port} after ${BOUND_MS} ms:\n${log()}`);
-  }
-}
-
-interface Answer {
-  status: number;
-  headers: http.IncomingHttpHeaders;
-  body: string;
-}
-/** One request through the door on a new connection: GET of an absolute URL, or CONNECT host:port. */
-function viaDoor(door: number, target: string, auth?: string, extra: Record<string, string> = {}): Promise<Answer> {
-  const connect = !target.startsWith('http://');
-  return new Promise((resolve, reject) => {
-    const req = http.request({
-      host: HOST,
-      port: door,
-      method: connect ? 'CONNECT' : 'GET',
-      path: target,
-      agent: false,
-      headers: {
-        ...(auth ? { 'proxy-authorization': auth } : {}),
-        host: connect ? target : new URL(target).host,
-        ...extra,
-      },
-      timeout: BOUND_MS,
-    });
-    req.on('timeout', () => req.destroy(new Error(`${target}: no answer within ${BOUND_MS} ms`)));
-    req.on('error', reject);
-    req.on('connect', (res, socket) => {
-      socket.destroy();
-      resolve({ status: res.statusCode ?? 0, headers: res.headers, body: '' });
-    });
-    req.on('response', (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }));
-    });
-    req.end();
-  });
-}
-
-/** A CONNECT tunnel through the door carrying keep-alive GETs to the target, one at a time. */
-class Tunnel {
-  private buf = '';
-  private wake: (() => void) | undefined;
-  private closed: Error | undefined;
-  private readonly sock: net.Socket;
-  private constructor(sock: net.Socket) {
-    this.sock = sock;
-    sock.setEncoding('latin1');
-    sock.on('data', (d: string) => ((this.buf += d), this.wake?.()));
-    const fail = (err?: Error): void => void ((this.closed ??= err ?? new Error('tunnel closed')), this.wake?.());
-    sock.on('error', fail);
-    sock.on('close', () => fail());
-  }
-  static async open(door: number, target: number, user: string): Promise<Tunnel> {
-    const t = new Tunnel(net.connect(door, HOST));
-    const head = await t.read(
-      `CONNECT ${HOST}:${target} HTTP/1.1\r\nHost: ${HOST}:${target}\r\nProxy-Authorization: ${basic(user)}\r\n\r\n`,
-      true,
-    );
-    assert.match(head, /^HTTP\/1\.[01] 200/, head);
-    return t;
-  }
-  /** Sends a GET inside the tunnel; resolves with the response body. */
-  get(target: number): Promise<string> {
-    return this.read(`GET / HTTP/1.1\r\nHost: ${HOST}:${target}\r\n\r\n`, false);
-  }
-  private async read(req: string, headOnly: boolean): Promise<string> {
-    this.sock.write(req);
-    const t0 = Date.now();
-    for (;;) {
-      const end = this.buf.indexOf('\r\n\r\n');
-      if (end >= 0) {
-        const head = this.buf.slice(0, end);
-        const len = headOnly ? 0 : Number(/\r\ncontent-length:\s*(\d+)/i.exec(head)?.[1] ?? NaN);
-        assert.ok(!Number.isNaN(len), `response without Content-Length: ${head}`);
-        if (this.buf.length >= end + 4 + len) {
-          const body = this.buf.slice(end + 4, end + 4 + len);
-          this.buf = this.buf.slice(end + 4 + len);
-          return headOnly ? head : body;
-        }
-      }
-      if (this.closed) throw this.closed;
-      if (Date.now() - t0 > BOUND_MS) throw new Error(`no answer in the tunnel within ${BOUND_MS} ms`);
-      await Promise.race([new Promise<void>((r) => (this.wake = r)), sleep(200)]);
-    }
-  }
-  close(): void {
-    this.sock.destroy();
-  }
-}
-
-/** One runtime API command on the door's socket. */
-function runtime(sock: string, cmd: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const c = net.connect(sock);
-    let out = '';
-    c.setTimeout(BOUND_MS, () => c.destroy(new Error(`haproxy ${cmd}: no answer`)));
-    c.on('connect', () => c.write(`${cmd}\n`));
-    c.on('data', (d: Buffer) => (out += d.toString()));
-    c.on('end', () => resolve(out));
-    c.on('error', reject);
-  });
-}
-
 describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeout: 120_000 }, () => {
   let dir: string;
   let target: number;
@@ -224,46 +98,10 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
     const code = `require('http').createServer((q, s) => { const b = 'via=' + (q.headers.via || '') + ' pa=' + (q.headers['proxy-authorization'] || '-') + ' auth=' + (q.headers.authorization || '-') + '\\n'; s.writeHead(200, { 'content-length': Buffer.byteLength(b) }); s.end(b); }).listen(${target}, '${HOST}');`;
     const t = start([process.execPath, '-e', code]);
     await listening(target, 'target', t.log);
-    const env = { ...process.env, LD_LIBRARY_PATH: join(SQUID_ROOT, 'usr/lib/x86_64-linux-gnu') };
     for (const name of ['exit-a', 'exit-b']) {
-      const port = await freePort();
-      const conf = join(dir, `${name}.conf`);
-      writeFileSync(
-        conf,
-        [
-          `mime_table ${SQUID_ROOT}/usr/share/squid/mime.conf`,
-          `icon_directory ${SQUID_ROOT}/usr/share/squid/icons`,
-          `unlinkd_program ${SQUID_ROOT}/usr/lib/squid/unlinkd`,
-          `logfile_daemon ${SQUID_ROOT}/usr/lib/squid/log_file_daemon`,
-          `error_directory ${SQUID_ROOT}/usr/share/squid-langpack/en`,
-          `pid_filename ${join(dir, `${name}.pid`)}`,
-          `cache_log ${join(dir, `${name}.cache.log`)}`,
-          'cache_effective_user nobody',
-          `coredump_dir ${dir}`,
-          // What reached the exit: the request and its Proxy-Authorization header ("-" when none).
-          'logformat door %rm %ru pa=%{Proxy-Authorization}>h',
-          `access_log stdio:${join(dir, `${name}.access.log`)} door`,
-          'cache deny all',
-          'cache_mem 0 MB',
-          'pinger_enable off',
-          'netdb_filename none',
-          'shutdown_lifetime 0 seconds',
-          `visible_hostname ${name}`,
-          `http_port ${HOST}:${port}`,
-          `acl local src ${HOST}/32`,
-          // As the real exits do: reserved addresses refused (so nothing the door lets by by
-          // mistake leaves the machine), names resolved from /etc/hosts only.
-          'acl reserved dst 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 169.254.0.0/16 172.16.0.0/12 192.168.0.0/16',
-          'http_access deny reserved',
-          'dns_nameservers 127.0.0.1',
-          'http_access allow local',
-          'http_access deny all',
-          '',
-        ].join('\n'),
-      );
-      const s = start([join(SQUID_ROOT, 'usr/sbin/squid'), '-N', '-d1', '-f', conf], env);
-      await listening(port, `squid ${name}`, s.log);
-      exits.set(name, { port, proc: s.proc });
+      const e = await startSquidExit(dir, name);
+      children.push(e.proc);
+      exits.set(name, { port: e.port, proc: e.proc });
     }
     door = await freePort();
     sock = join(dir, 'door.sock');
@@ -388,7 +226,7 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
     }
     // The credential cache: one entry per verified credential and password (every session of
     // `user` shares it), the wrong passwords above were not let in by it nor entered into it.
-    const cache = (await runtime(sock, 'show map /dev/null')).trim().split('\n');
+    const cache = (await runtimeCommand(sock, 'show map /dev/null')).trim().split('\n');
     const { createHash } = await import('node:crypto');
     const key = createHash('sha256').update('user:secret').digest('hex').toUpperCase();
     assert.ok(
@@ -425,8 +263,8 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
   /** The per-credential counters from both tables. */
   const counters = async (): Promise<ReturnType<typeof parseDoorCredentialTable>> =>
     parseDoorCredentialTable(
-      (await runtime(sock, `show table ${DOOR_CREDENTIAL_TABLE}`)) +
-        (await runtime(sock, `show table ${DOOR_TUNNEL_TABLE}`)),
+      (await runtimeCommand(sock, `show table ${DOOR_CREDENTIAL_TABLE}`)) +
+        (await runtimeCommand(sock, `show table ${DOOR_TUNNEL_TABLE}`)),
     );
   /** One request written raw on a new connection, read until the door closes it: [bytes sent, bytes read, text]. */
   function raw(request: string): Promise<[number, number, string]> {
@@ -462,7 +300,7 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
     };
     const first = new Map<string, string>();
     for (const u of lifetimes) first.set(u, await exitOf(u, 'first'));
-    const table = await runtime(sock, `show table ${DOOR_SESSION_TABLE}`);
+    const table = await runtimeCommand(sock, `show table ${DOOR_SESSION_TABLE}`);
     const started = new Map<string, number>();
     for (const u of lifetimes) {
       const session = u.replace(/-lifetime-\d+$/, '');
@@ -475,7 +313,7 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
     for (const u of lifetimes) {
       const session = u.replace(/-lifetime-\d+$/, '');
       assert.equal(
-        await runtime(sock, `set table ${DOOR_SESSION_TABLE} key ${session} data.gpt0 ${started.get(u)! - 600}`),
+        await runtimeCommand(sock, `set table ${DOOR_SESSION_TABLE} key ${session} data.gpt0 ${started.get(u)! - 600}`),
         '\n',
       );
     }
@@ -691,11 +529,11 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
   it('adds an exit through the runtime API with doorServerOptions, and deletes it once in maint', async () => {
     const port = exits.get('exit-a')!.port;
     assert.match(
-      await runtime(sock, `add server exits/exit-c ${HOST}:${port} ${doorServerOptions(HEALTH)}`),
+      await runtimeCommand(sock, `add server exits/exit-c ${HOST}:${port} ${doorServerOptions(HEALTH)}`),
       /New server registered/,
     );
-    assert.equal(await runtime(sock, 'enable health exits/exit-c'), '\n');
-    assert.equal(await runtime(sock, 'enable server exits/exit-c'), '\n');
+    assert.equal(await runtimeCommand(sock, 'enable health exits/exit-c'), '\n');
+    assert.equal(await runtimeCommand(sock, 'enable server exits/exit-c'), '\n');
     const before = decisions().length;
     for (let i = 0; ; i++) {
       assert.equal((await viaDoor(door, `http://${HOST}:${target}/c${i}`, basic('user'))).status, 200);
@@ -708,15 +546,15 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
       assert.ok(i < 60, 'no request went to the added exit');
       await sleep(20);
     }
-    const state = await runtime(sock, 'show servers state exits');
+    const state = await runtimeCommand(sock, 'show servers state exits');
     assert.match(state, /^\d+ exits \d+ exit-c 127\.0\.0\.1 2 /m, state);
-    assert.equal(await runtime(sock, 'disable server exits/exit-c'), '\n');
+    assert.equal(await runtimeCommand(sock, 'disable server exits/exit-c'), '\n');
     for (const t0 = Date.now(); ; await sleep(200)) {
-      const out = await runtime(sock, 'del server exits/exit-c');
+      const out = await runtimeCommand(sock, 'del server exits/exit-c');
       if (/Server deleted/.test(out)) break;
       assert.ok(Date.now() - t0 < BOUND_MS, `del server: ${out}`);
     }
-    assert.doesNotMatch(await runtime(sock, 'show servers state exits'), / exit-c /);
+    assert.doesNotMatch(await runtimeCommand(sock, 'show servers state exits'), / exit-c /);
   });
 
   it('keeps a CONNECT tunnel working while its exit is put in maint through the runtime socket', async () => {
@@ -726,14 +564,14 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
     const t = await Tunnel.open(door, target, TUNNEL_USER);
     try {
       await t.get(target);
-      assert.equal(await runtime(sock, `set server exits/${exit} state maint`), '\n');
+      assert.equal(await runtimeCommand(sock, `set server exits/${exit} state maint`), '\n');
       for (let i = 0; i < 10; i++) {
         assert.match(await t.get(target), /^via= /, `request ${i} in the tunnel after maint`);
         await sleep(100);
       }
       const moved = await viaDoor(door, `http://${HOST}:${target}/t2`, basic(TUNNEL_USER));
       assert.equal(via(moved), other, 'new requests of the session go to the other exit');
-      await runtime(sock, `set server exits/${exit} state ready`);
+      await runtimeCommand(sock, `set server exits/${exit} state ready`);
       for (const t0 = Date.now(); ; await sleep(100)) {
         const back = await viaDoor(door, `http://${HOST}:${target}/t3`, basic(TUNNEL_USER));
         if (via(back) === exit) break;
@@ -772,7 +610,7 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
     for (let k = 0; Date.now() - t0 < 5000 && !(Date.now() - t0 > markedDownMs + 1000); k++) {
       await round(`k${k}`);
       if (Number.isNaN(markedDownMs)) {
-        const state = await runtime(sock, 'show servers state exits');
+        const state = await runtimeCommand(sock, 'show servers state exits');
         if (new RegExp(`^\\d+ exits \\d+ ${dead} \\S+ 0 `, 'm').test(state)) markedDownMs = Date.now() - t0;
       }
       await sleep(50);

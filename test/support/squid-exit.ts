@@ -1,6 +1,7 @@
 /**
  * Real Squid exits on loopback for the door's tests: Debian's squid, unpacked by scripts/test into
- * EP_SQUID_ROOT, run in the foreground with no cache, allowing 127.0.0.1 only, each with its own
+ * EP_SQUID_ROOT, run in the foreground with no cache, allowing 127.0.0.1 only and refusing the
+ * reserved ranges (other than loopback) as the guests' Squid does, each with its own
  * `visible_hostname` (so a `Via` header names the exit that carried a request) and an access log
  * of what reached it (`pa=` the Proxy-Authorization header it got, `-` when none).
  */
@@ -69,6 +70,11 @@ export async function startSquidExit(dir: string, name: string, boundMs = 10_000
       `visible_hostname ${name}`,
       `http_port ${HOST}:${port}`,
       `acl local src ${HOST}/32`,
+      // As the real exits do: reserved addresses refused (so nothing a door lets by by mistake
+      // leaves the machine), names resolved from /etc/hosts only.
+      'acl reserved dst 0.0.0.0/8 10.0.0.0/8 100.64.0.0/10 169.254.0.0/16 172.16.0.0/12 192.168.0.0/16',
+      'http_access deny reserved',
+      'dns_nameservers 127.0.0.1',
       'http_access allow local',
       'http_access deny all',
       '',
