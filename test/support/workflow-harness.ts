@@ -406,6 +406,8 @@ export class Fakes {
   monitorWaits = 0;
   /** Ticks of the test: each ends one wait of the fake monitor (one poll). */
   ticks = 0;
+  /** The fake monitor's waits end on the test's ticks only, never on their own (a test that steps every poll). */
+  ticksOnly = false;
   /** The poll count of the fake monitor's last heartbeat. */
   lastBeatPolls = -1;
   /** The next wait of the monitor hangs without heartbeats, as on a worker that died, until this opens. */
@@ -446,7 +448,7 @@ export class Fakes {
           // The test server does not skip time while an activity runs: a poll is a tick of the test
           // (or, for a short interval, the interval in real time).
           const seen = this.ticks;
-          const until = Date.now() + Math.min(ms, TEST_TIMEOUT_MS);
+          const until = Date.now() + (this.ticksOnly ? TEST_TIMEOUT_MS : Math.min(ms, TEST_TIMEOUT_MS));
           while (this.ticks === seen && Date.now() < until) {
             ctx.heartbeat(last);
             await ctx.sleep(10);

@@ -114,6 +114,9 @@ describe('a pool member reports', () => {
     opts,
     async () => {
       const f = new Fakes(e);
+      // Every poll is the test's step: a booting proxy's 1 s poll would otherwise reach Healthy in
+      // real time before the held report's timer.
+      f.ticksOnly = true;
       const started: WorkflowHandle[] = [];
       await withWorker(
         e,
