@@ -1,0 +1,331 @@
+/**
+ * The front door on the test hosts: a pool of two real Squid guests (one per host, on the hosts'
+ * routed networks) behind its door (bin/door: HAProxy on 127.0.0.1, kept current from the pool),
+ * as test/e2e/pool.test.ts runs them. Two parts:
+ *
+ *  - load, alternating: requests per second and latency (p50, p99) through the door against the
+ *    same requests straight to one member's Squid, for plain HTTP (keep-alive absolute-URI GETs)
+ *    and CONNECT (a new tunnel per request, one GET inside), at each --concurrency; the door's
+ *    HAProxy CPU per request and peak RSS;
+ *  - a member's death (--deaths times): one session's member destroyed (`virsh destroy`) while
+ *    that session sends a request every 50 ms through the door: the time from the destroy until
+ *    its requests leave by the other member, the requests that failed, and when the door's status
+ *    showed the member out of its rotation; then the pool is let whole again before the next.
+ *
+ *   flock /tmp/ep-integration.lock bash -c 'scripts/temporal up >/dev/null && test/hosts/testhost up 2 >/dev/null && \
+ *     EP_E2E_IMAGE=/var/cache/egress-proxies/images/<key>/proxy.qcow2 node bench/door-guests.ts [--rounds 5]'
+ *
+ * Options: --rounds (5), --requests (1000 plain GETs per round and variant), --connects (200),
+ * --concurrency (repeat; 1 and 8), --deaths (3). Needs root, the test hosts and the Temporal dev
+ * server. Every wait is bounded; the pool, its members, the door and the worker are removed on
+ * every path (SIGINT and SIGTERM included). Traffic goes to loopback and to the guests through the
+ * machine's routes into the hosts' veths (checked with `ip route get`).
+ */
+import { execFile } from 'node:child_process';
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs, promisify } from 'node:util';
+import type { WorkflowHandle } from '@temporalio/client';
+import { poolDeleteUpdate, poolStatusQuery } from '../contracts/messages.ts';
+import { POOL_WORKFLOW_TYPE, poolAddresses, poolWorkflowId } from '../contracts/pool.ts';
+import type { PoolStatus } from '../contracts/pool.ts';
+import { poolTaskQueue } from '../contracts/task-queues.ts';
+import type { DoorStatus } from '../lib/door/service.ts';
+import type { poolWorkflow } from '../workflows/pool/index.ts';
+import { cpuSecs, load, plainOnce } from './lib/proxy-load.ts';
+import type { Addr, Kind, Load } from './lib/proxy-load.ts';
+import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
+import { fmtRange, median, ratio, spread } from './lib/stats.ts';
+import { spawnService, spawnWorker, writeProvidersFile } from '../test/support/fleet.ts';
+import type { WorkerProcess } from '../test/support/fleet.ts';
+import { ImageMirror, sha256Hex } from '../test/support/mirror.ts';
+import {
+  deleteOpenMembers,
+  GUEST_POOL_POLICIES,
+  guestEntryConfig,
+  removeEntryObjects,
+} from '../test/support/pool-guests.ts';
+import { freePort } from '../test/support/sshd.ts';
+import { startTarget } from '../test/support/target.ts';
+import { connectClient, uniqueId } from '../test/support/temporal.ts';
+import { loadTestHosts, virsh } from '../test/support/testhosts.ts';
+
+const USAGE =
+  'node bench/door-guests.ts [--rounds 5] [--requests 1000] [--connects 200] [--concurrency 1 --concurrency 8] [--deaths 3]';
+const { values } = parseArgs({
+  options: {
+    rounds: { type: 'string', default: '5' },
+    requests: { type: 'string', default: '1000' },
+    connects: { type: 'string', default: '200' },
+    concurrency: { type: 'string', multiple: true, default: [] },
+    deaths: { type: 'string', default: '3' },
+    ...HELP_OPTION,
+  },
+});
+printUsageIfAsked(values, USAGE);
+const ROUNDS = Number(values.rounds);
+const REQUESTS = Number(values.requests);
+const CONNECTS = Number(values.connects);
+const DEATHS = Number(values.deaths);
+const CONCURRENCY = (values.concurrency.length > 0 ? values.concurrency : ['1', '8']).map(Number);
+const READY_BOUND_MS = 8 * 60_000;
+// `openssl passwd -6 -salt abcdefgh secret`: the door's one credential, `bench` (password `secret`).
+const HASH = '$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG.';
+const say = (line: string): void => void process.stdout.write(`door-guests: ${line}\n`);
+const pexec = promisify(execFile);
+
+const run = Date.now().toString(36);
+const entry = `dg${run}`;
+const hosts = loadTestHosts().filter((h) => h.name === 'ep-h1' || h.name === 'ep-h2');
+const client = await connectClient();
+let tmp = '';
+let mirror: ImageMirror | undefined;
+let target: Awaited<ReturnType<typeof startTarget>> | undefined;
+let web: http.Server | undefined;
+let worker: WorkerProcess | undefined;
+let door: WorkerProcess | undefined;
+let pool: WorkflowHandle<typeof poolWorkflow> | undefined;
+let cleaned = false;
+
+async function cleanup(): Promise<void> {
+  if (cleaned) return;
+  cleaned = true;
+  if (pool) {
+    await pool.executeUpdate(poolDeleteUpdate).catch(() => undefined);
+    await Promise.race([pool.result().catch(() => undefined), sleep(5 * 60_000)]);
+  }
+  await deleteOpenMembers(client, `${entry}/web`).catch(() => undefined);
+  await door?.stop().catch(() => door?.kill());
+  await worker?.stop().catch(() => worker?.kill());
+  await removeEntryObjects(hosts, entry, [`k${run}`]).catch(() => undefined);
+  await target?.close();
+  web?.closeAllConnections();
+  web?.close();
+  await mirror?.close();
+  if (tmp) await rm(tmp, { recursive: true, force: true });
+  await client.connection.close();
+}
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.once(sig, () => void cleanup().finally(() => process.exit(130)));
+}
+
+const status = (): Promise<PoolStatus> => pool!.query(poolStatusQuery);
+async function until(done: (s: PoolStatus) => boolean, boundMs: number, what: string): Promise<PoolStatus> {
+  const t0 = performance.now();
+  for (;;) {
+    const st = await status().catch(() => undefined);
+    if (st && done(st)) return st;
+    if (performance.now() - t0 > boundMs) throw new Error(`${what}: not within ${boundMs} ms`);
+    await sleep(1000);
+  }
+}
+let doorHttp = 0;
+async function doorState(): Promise<DoorStatus> {
+  const r = await fetch(`http://127.0.0.1:${doorHttp}/v1/doors`, { signal: AbortSignal.timeout(5_000) });
+  return ((await r.json()) as { doors: DoorStatus[] }).doors[0]!;
+}
+
+async function main(): Promise<void> {
+  const path = process.env['EP_E2E_IMAGE'];
+  if (!path) throw new Error('EP_E2E_IMAGE names the test image (test/e2e/run builds it)');
+  if (hosts.length !== 2) throw new Error('test hosts ep-h1 and ep-h2 are needed: test/hosts/testhost up 2');
+  for (const h of hosts) {
+    const { stdout } = await pexec('ip', ['-o', 'route', 'get', String(h.routedNetworkGateway)], { timeout: 5_000 });
+    if (!stdout.includes(` dev ${String(h.vethRoot)} `))
+      throw new Error(`${h.name}'s routed network is not routed into its veth`);
+  }
+  const image = await readFile(path);
+  const sha = (await readFile(`${path}.sha256`, 'utf8')).split(/\s+/)[0]!;
+  if (sha256Hex(image) !== sha) throw new Error(`${path} does not match its .sha256`);
+  tmp = await mkdtemp(join(tmpdir(), 'ep-bench-door-guests-'));
+  mirror = await ImageMirror.start();
+  const root = hosts[0]!.rootSideAddress;
+  target = await startTarget(root);
+  // The load's target: a small fixed answer, or (`/ip`) the caller's address (the exit's own).
+  web = http.createServer((req, res) => {
+    const body = req.url === '/ip' ? `${req.socket.remoteAddress}\n` : 'ok\n';
+    res.writeHead(200, { 'content-length': Buffer.byteLength(body) });
+    res.end(body);
+  });
+  await new Promise<void>((resolve) => web!.listen(0, root, resolve));
+  const dest: Addr = { host: root, port: (web.address() as AddressInfo).port };
+  const key = `k${run}`;
+  const config = guestEntryConfig({
+    entry,
+    ownerUid: `bench-door-${run}`,
+    hosts,
+    images: { [key]: { url: mirror.serve(`/${entry}/a.qcow2`, image), sha256: sha } },
+    targetPort: target.port,
+    routed: true,
+  });
+  const taskQueue = uniqueId('bench-door');
+  worker = await spawnWorker(await writeProvidersFile(tmp, config), taskQueue, 120_000);
+  pool = await client.workflow.start<typeof poolWorkflow>(POOL_WORKFLOW_TYPE, {
+    workflowId: poolWorkflowId(entry, 'web'),
+    taskQueue: poolTaskQueue(taskQueue),
+    args: [{ spec: { entry, name: 'web', size: 2, template: { imageKey: key }, ...GUEST_POOL_POLICIES } }],
+  });
+  const doorAddr: Addr = { host: '127.0.0.1', port: await freePort() };
+  doorHttp = await freePort();
+  const doorsFile = join(tmp, 'doors.json');
+  await writeFile(
+    doorsFile,
+    JSON.stringify({
+      doors: [
+        {
+          entry,
+          pool: 'web',
+          listen: doorAddr,
+          users: [{ name: 'bench', passwordHash: HASH }],
+          allowReserved: [`${root}/32`],
+          decisionLog: true,
+        },
+      ],
+    }),
+  );
+  door = await spawnService(
+    'bin/door',
+    ['--config', doorsFile, '--state-dir', join(tmp, 'doors'), '--http', `127.0.0.1:${doorHttp}`],
+    'door service running',
+    30_000,
+  );
+  const t0 = performance.now();
+  let st = await until((s) => s.phase === 'Ready' && s.available === 2, READY_BOUND_MS, 'the pool Ready');
+  for (let i = 0; i < 600; i++) {
+    const d = await doorState().catch(() => undefined);
+    if (d && d.exits.filter((e) => e.up && e.role === 'serving').length === 2) break;
+    await sleep(100);
+  }
+  say(
+    `pool of 2 Ready and in the door after ${((performance.now() - t0) / 1000).toFixed(1)} s; load ${fmtLoad(loadavg())}`,
+  );
+  const exit = poolAddresses(st)[0]!;
+  const straight: Addr = { host: exit.address.split(':')[0]!, port: Number(exit.address.split(':')[1]) };
+  const haproxyPid = (await doorState()).pid;
+
+  // Part 1: load, alternating straight and door.
+  const variants = ['straight', 'door'] as const;
+  const res = new Map<string, Load[]>();
+  const k = (v: string, kind: Kind, c: number): string => `${v} ${kind} ${c}`;
+  for (const v of variants) {
+    for (const kind of ['http', 'connect'] as const) {
+      const r = await load(
+        kind,
+        v === 'door' ? doorAddr : straight,
+        dest,
+        100,
+        4,
+        v === 'door' ? (w) => `bench-session-${w}` : undefined,
+      );
+      if (r.errors > 0) throw new Error(`${v} ${kind}: ${r.errors} errors in the warm-up`);
+    }
+  }
+  for (let round = 0; round < ROUNDS; round++) {
+    const order = round % 2 === 0 ? variants : ([...variants].reverse() as unknown as typeof variants);
+    for (const c of CONCURRENCY) {
+      for (const kind of ['http', 'connect'] as const) {
+        for (const v of order) {
+          const n = kind === 'http' ? REQUESTS : CONNECTS;
+          const cpu0 = cpuSecs(haproxyPid);
+          // Through the door every user is a session (each pinned to one exit, like a client's).
+          const r = await load(
+            kind,
+            v === 'door' ? doorAddr : straight,
+            dest,
+            n,
+            c,
+            v === 'door' ? (w) => `bench-session-${w}` : undefined,
+          );
+          if (v === 'door') r.cpuUs = ((cpuSecs(haproxyPid) - cpu0) / n) * 1e6;
+          res.set(k(v, kind, c), [...(res.get(k(v, kind, c)) ?? []), r]);
+        }
+      }
+    }
+    say(`round ${round + 1}/${ROUNDS} done (load ${fmtLoad(loadavg())})`);
+  }
+  say(
+    `${ROUNDS} rounds; plain: ${REQUESTS} keep-alive GETs, connect: ${CONNECTS} tunnels (one GET each); straight to ${exit.name}`,
+  );
+  say(
+    'variant   kind     conc  req/s med (min-max)   ratio  p50 ms med (min-max)  +p50 ms  p99 ms med (min-max)  CPU µs  errors',
+  );
+  for (const c of CONCURRENCY) {
+    for (const kind of ['http', 'connect'] as const) {
+      const base = res.get(k('straight', kind, c))!;
+      for (const v of variants) {
+        const rs = res.get(k(v, kind, c))!;
+        const rps = spread(rs.map((x) => x.rps));
+        const p50 = spread(rs.map((x) => x.p50));
+        say(
+          [
+            v.padEnd(9),
+            kind.padEnd(8),
+            String(c).padStart(4),
+            fmtRange(rps, 0).padStart(22),
+            ratio(rps.med, median(base.map((x) => x.rps)))
+              .toFixed(2)
+              .padStart(6),
+            fmtRange(p50, 3).padStart(22),
+            (p50.med - median(base.map((x) => x.p50))).toFixed(3).padStart(8),
+            fmtRange(spread(rs.map((x) => x.p99)), 3).padStart(22),
+            (v === 'door' ? median(rs.map((x) => x.cpuUs ?? NaN)).toFixed(0) : '-').padStart(6),
+            String(rs.reduce((a, x) => a + x.errors, 0)).padStart(7),
+          ].join(' '),
+        );
+      }
+    }
+  }
+  const hwm = /VmHWM:\s+(\d+)/.exec(await readFile(`/proc/${haproxyPid}/status`, 'utf8').catch(() => ''))?.[1];
+  say(`the door's HAProxy: peak RSS ${hwm ? (Number(hwm) / 1024).toFixed(1) : '?'} MiB`);
+
+  // Part 2: a member's death under one session's requests.
+  for (let d = 0; d < DEATHS; d++) {
+    st = await until((s) => s.phase === 'Ready' && s.available === 2, READY_BOUND_MS, 'the pool whole');
+    const ips = new Map(poolAddresses(st).map((a) => [a.address.split(':')[0]!, a]));
+    const user = `bench-session-death${d}`;
+    const home = (await plainOnce(doorAddr, dest, user, '/ip')).trim();
+    const victim = ips.get(home);
+    if (!victim) throw new Error(`${user} left by ${home}, not a member (${[...ips.keys()].join(', ')})`);
+    const host = hosts.find((h) => h.name === st.members.find((m) => m.name === victim.name)?.host)!;
+    const answers: { at: number; ip: string }[] = [];
+    let downAt = NaN;
+    const k0 = performance.now();
+    await virsh(host, 'destroy', `ep_${entry}_${victim.name}`);
+    for (let i = 0; performance.now() - k0 < 30_000 && i < 600; i++) {
+      const ip = await plainOnce(doorAddr, dest, user, '/ip')
+        .then((b) => b.trim())
+        .catch(() => '!');
+      answers.push({ at: performance.now() - k0, ip });
+      if (Number.isNaN(downAt)) {
+        const ds = await doorState().catch(() => undefined);
+        const still = ds?.exits.find((e) => e.name === victim.name);
+        if (ds && (!still || !still.up || still.role !== 'serving')) downAt = performance.now() - k0;
+      }
+      const moved = answers.findIndex((a) => a.ip !== home && a.ip !== '!');
+      if (moved >= 0 && !Number.isNaN(downAt) && answers.length - moved >= 20) break;
+      await sleep(50);
+    }
+    const firstOther = answers.find((a) => a.ip !== home && a.ip !== '!');
+    const lastHome = [...answers].reverse().find((a) => a.ip === home);
+    say(
+      `death ${d + 1}/${DEATHS}: ${victim.name} destroyed; ${user}'s requests left by the other member from ${firstOther ? `${(firstOther.at / 1000).toFixed(2)} s` : 'never (30 s)'}` +
+        `, by the dead one last at ${lastHome ? `${(lastHome.at / 1000).toFixed(2)} s` : '- (none after the destroy)'}; ` +
+        `${answers.filter((a) => a.ip === '!').length} of ${answers.length} failed; out of the door's rotation (down, draining or gone) at ${(downAt / 1000).toFixed(2)} s; load ${fmtLoad(loadavg())}`,
+    );
+  }
+}
+
+const deadline = setTimeout(() => {
+  console.error('door-guests: bound of 40 minutes passed; stopping');
+  void cleanup().finally(() => process.exit(1));
+}, 40 * 60_000);
+deadline.unref();
+try {
+  await main();
+} finally {
+  await cleanup();
+}
+process.exit(0);
