@@ -8,7 +8,7 @@
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { Context } from '@temporalio/activity';
-import { pollWaitMs, watched } from '../contracts/health.ts';
+import { monitorKey, pollWaitMs } from '../contracts/health.ts';
 import type {
   HostMonitorActivityInput,
   HostMonitorActivityResult,
@@ -78,7 +78,7 @@ export function nextDueMs(nowMs: number, waitMs: number, intervalMs: number, anc
 function started(w: HostWatch, nowMs: number): WatchState {
   const st = w.input.state;
   const first = w.input.waitFirst === true ? w.input.proxy.health.intervalMs : 0;
-  return { token: w.token, seq: 0, state: st, knownKey: watched(st.status), dueAtMs: nowMs + first };
+  return { token: w.token, seq: 0, state: st, knownKey: monitorKey(st), dueAtMs: nowMs + first };
 }
 
 /** Polls every watched proxy when it is due until the checkpoint, an idle spell, or the workflow asks to return. */
@@ -144,7 +144,7 @@ export async function runHostMonitor(
           next = { ...next, done: true };
           gone.add(id);
         } else if (told === 'told') {
-          next = { ...next, seq: v.seq, knownKey: watched(polled.state.status) };
+          next = { ...next, seq: v.seq, knownKey: monitorKey(polled.state) };
           if (polled.reason !== 'Transition') next.done = true;
         }
       }

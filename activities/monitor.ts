@@ -8,7 +8,7 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { FailureDetails } from '../contracts/errors.ts';
 import { CODES } from '../contracts/errors.ts';
-import { foldProbe, foldReading, pollWaitMs, probeAddress, verdictAfter, watched } from '../contracts/health.ts';
+import { foldProbe, foldReading, monitorKey, pollWaitMs, probeAddress, verdictAfter } from '../contracts/health.ts';
 import type { MonitorDetails, MonitorInput, MonitorReason, MonitorResult, MonitorState } from '../contracts/health.ts';
 import { exitIpChange, exitIpDue } from '../contracts/exit-ip.ts';
 import type { ProbeOutcome, ProxyError, VmReading } from '../contracts/proxy.ts';
@@ -49,7 +49,7 @@ export async function runMonitor(input: MonitorInput & { waitFirst?: boolean }, 
   // of the state it was handed (a booting proxy's fast poll, else the interval), so a return on the
   // address does not hold the first probes of a booting proxy back by an interval.
   if (input.waitFirst === true && resumed === undefined) await io.wait(pollWaitMs(state.status, h));
-  const knownKey = watched(known.status);
+  const knownKey = monitorKey(known);
   for (;;) {
     const polled = await pollOnce(input, knownKey, state, io);
     state = polled.state;

@@ -143,6 +143,12 @@ export interface MonitorState {
   addressedOnce: boolean;
   /** Polls done in this workflow run (the checkpoint counts them). */
   polls: number;
+  /**
+   * RFC 3339 time of the first read, since the host last answered, that failed because the host's
+   * link did not answer ({@link HOST_LINK_CODES}); absent while it answers. Watched: the monitor
+   * returns when it appears and when it clears, so a silent host is known at its first failed read.
+   */
+  hostSilentSince?: string;
 }
 
 /** The monitor activity's input. */
@@ -185,7 +191,37 @@ export interface PollInput {
   probe?: ProbeOutcome;
 }
 
-/** The poll's reading folded in (address grace, boot deadline); `lost` when the VM is gone. */
+/**
+ * The codes of a failure of the link to the host itself (docs/errors.md): the TCP connect, the SSH
+ * handshake or session, the forwarded libvirt socket, the libvirt connection, or a budget spent
+ * waiting on them. libvirt's own errors (LIBVIRT_ERROR), the address sources failing
+ * (KVM2_ADDRESS_UNREADABLE, the guest agent) and refused credentials are not: the host answered.
+ */
+export const HOST_LINK_CODES: readonly string[] = [
+  'SSH_CONNECT_FAILED',
+  'SSH_CONNECT_TIMEOUT',
+  'SSH_CONNECTION_LOST',
+  'SSH_READY_TIMEOUT',
+  'SSH_KEEPALIVE_TIMEOUT',
+  'SSH_OPEN_TIMEOUT',
+  'SSH_SESSION_DEAD',
+  'SSH_CHANNEL_OPEN_FAILED',
+  'SSH_POOL_QUEUE_TIMEOUT',
+  'LIBVIRT_CONNECTION_LOST',
+  'LIBVIRT_KEEPALIVE_TIMEOUT',
+  'LIBVIRT_TIMEOUT',
+];
+
+/** A read failed with `code` because the host did not answer. */
+export function hostDidNotAnswer(code: string | undefined): boolean {
+  return code !== undefined && HOST_LINK_CODES.includes(code);
+}
+
+/**
+ * The poll's reading folded in (address grace, boot deadline, the host's silence); `lost` when the
+ * VM is gone. A reading clears the silence, a read failed on the host's link starts it, any other
+ * failed read leaves it as it was.
+ */
 export function foldReading(
   s: MonitorState,
   p: Pick<PollInput, 'reading' | 'readError'>,
@@ -193,11 +229,19 @@ export function foldReading(
   at: string,
 ): { state: MonitorState; lost?: string } {
   const status = p.readError ? { ...s.status, lastError: p.readError } : s.status;
-  if (vmLost(p.reading)) return { state: { ...s, status }, lost: p.reading.state };
+  const silent =
+    p.reading !== undefined
+      ? undefined
+      : hostDidNotAnswer(p.readError?.code)
+        ? (s.hostSilentSince ?? p.readError?.at ?? at)
+        : s.hostSilentSince;
+  const { hostSilentSince: _was, ...rest } = s;
+  const base: MonitorState = silent === undefined ? rest : { ...rest, hostSilentSince: silent };
+  if (vmLost(p.reading)) return { state: { ...base, status }, lost: p.reading.state };
   const why = p.reading ? `no address read (VM ${p.reading.state})` : 'the VM could not be read';
   const folded = applyAddress(status, s.missedPolls, p.reading?.ip, h.addressGracePolls, at, why);
   const addressedOnce = s.addressedOnce || folded.status.ip !== undefined;
-  return { state: { ...s, status: folded.status, missedPolls: folded.missedPolls, addressedOnce } };
+  return { state: { ...base, status: folded.status, missedPolls: folded.missedPolls, addressedOnce } };
 }
 
 /** The address to probe after a folded reading, or undefined (no address, or no target). */
@@ -222,6 +266,11 @@ export function watched(st: ProxyStatus): string {
   return `${c.Healthy.status}|${c.AddressAssigned.status}|${st.ip ?? ''}|${st.exitIp ?? ''}`;
 }
 
+/** {@link watched} of the monitor's state, with whether its host is silent. */
+export function monitorKey(s: MonitorState): string {
+  return `${watched(s.status)}|${s.hostSilentSince === undefined ? '' : 'silent'}`;
+}
+
 /**
  * Whether the monitor returns after a poll that took `before` to `after` (`lost`: the VM's state
  * when it is gone), and why; undefined: it keeps polling. `nowMs` is the poll's end.
@@ -233,10 +282,10 @@ export function monitorVerdict(
   nowMs: number,
   lost?: string,
 ): MonitorReason | undefined {
-  return verdictAfter(input, watched(before.status), after, nowMs, lost);
+  return verdictAfter(input, monitorKey(before), after, nowMs, lost);
 }
 
-/** {@link monitorVerdict} against the watched values the workflow last heard of (`watched`'s key). */
+/** {@link monitorVerdict} against the watched values the workflow last heard of (`monitorKey`'s key). */
 export function verdictAfter(
   input: Pick<MonitorInput, 'bootDeadlineMs' | 'checkpointAtMs' | 'checkpointAfterPolls'>,
   knownKey: string,
@@ -245,7 +294,7 @@ export function verdictAfter(
   lost?: string,
 ): MonitorReason | undefined {
   if (lost !== undefined) return 'VmLost';
-  if (knownKey !== watched(after.status)) return 'Transition';
+  if (knownKey !== monitorKey(after)) return 'Transition';
   if (!after.addressedOnce && input.bootDeadlineMs !== undefined && nowMs > input.bootDeadlineMs) return 'BootTimeout';
   if (nowMs >= input.checkpointAtMs) return 'Checkpoint';
   if (input.checkpointAfterPolls !== undefined && after.polls >= input.checkpointAfterPolls) return 'Checkpoint';

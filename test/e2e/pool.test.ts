@@ -685,9 +685,18 @@ describe(
         );
         back = performance.now() - t0;
         await doorWatch;
+        // docs/health.md, "Detecting a silent host": the first failed read within the links'
+        // 20 s keepalive, then out of discovery within a workflow task and a signal (and the
+        // status polls here, once a second).
+        const bound = 30_000;
         row(
           'host lost',
-          `out of the door's rotation ${secs(outOfDoor ?? NaN)} and out of discovery ${secs(outOfDiscovery ?? NaN)} after the black hole; ${SIZE}/${SIZE} available on the other host after ${secs(back)} (replacements ${st.replacements})`,
+          `out of the door's rotation ${secs(outOfDoor ?? NaN)} and out of discovery ${secs(outOfDiscovery ?? NaN)} after the black hole (bound ${secs(bound)}); ${SIZE}/${SIZE} available on the other host after ${secs(back)} (replacements ${st.replacements})`,
+          outOfDiscovery !== undefined && outOfDiscovery <= bound,
+        );
+        assert.ok(
+          outOfDiscovery !== undefined && outOfDiscovery <= bound,
+          `the stranded members out of discovery within ${bound} ms of the black hole: ${outOfDiscovery}`,
         );
       } finally {
         await pexec('ip', ['route', 'del', 'blackhole', `${lost.address}/32`], { timeout: 10_000 });

@@ -58,6 +58,32 @@ describe('health monitor decisions', () => {
     assert.equal(monitorVerdict(far, s, next, 0), undefined);
   });
 
+  it('a silent host is a transition at its first silent read, and again when the host answers', () => {
+    const T2 = '2026-01-01T00:02:00.000Z';
+    const healthy = foldProbe(
+      foldProbe(foldReading(state(), { reading: { state: 'Running', ip: IP } }, H, T0).state, OK, H, T0),
+      OK,
+      H,
+      T0,
+    );
+    const silent = { kind: 'Transient', code: 'SSH_KEEPALIVE_TIMEOUT', message: 'no answer', at: T1 };
+    const first = foldReading(healthy, { readError: silent }, H, T1).state;
+    assert.equal(first.hostSilentSince, T1);
+    assert.equal(first.status.ip, IP, 'the address is kept inside the grace');
+    assert.equal(first.status.conditions.Healthy.status, 'True', 'nothing watched before changed');
+    assert.equal(monitorVerdict(far, healthy, first, 0), 'Transition', 'the first silent read returns');
+    const second = foldReading(first, { readError: { ...silent, at: T2 } }, H, T2).state;
+    assert.equal(second.hostSilentSince, T1, 'since the first silent read');
+    assert.equal(monitorVerdict(far, first, second, 0), undefined, 'a second silent read does not');
+    // libvirt answering with an error: the host answered, its silence is neither started nor ended.
+    const libvirt = { kind: 'Transient', code: 'LIBVIRT_ERROR', message: 'busy', at: T2 };
+    assert.equal(foldReading(healthy, { readError: libvirt }, H, T2).state.hostSilentSince, undefined);
+    assert.equal(foldReading(second, { readError: libvirt }, H, T2).state.hostSilentSince, T1);
+    const back = foldReading(second, { reading: { state: 'Running', ip: IP } }, H, T2).state;
+    assert.equal('hostSilentSince' in back, false);
+    assert.equal(monitorVerdict(far, second, back, 0), 'Transition', 'the host answering returns');
+  });
+
   it('returns on a lost VM, a boot out of time and the checkpoint (by time or by polls)', () => {
     const s = state();
     const lost = foldReading(s, { reading: { state: 'Stopped' } }, H, T1);

@@ -386,6 +386,38 @@ async function sink(taskQueue: string, started: WorkflowHandle[]): Promise<Workf
 const reports = (pool: WorkflowHandle): Promise<MemberReport[]> => pool.query(sinkReportsQuery);
 
 describe("a pool member's host that does not answer", () => {
+  it('a silent host is reported at its first silent read, while the proxy still looks Healthy', opts, async () => {
+    const f = fakes();
+    let silent = false;
+    f.read = (input) => {
+      if (silent) throw failure('SSH_KEEPALIVE_TIMEOUT', 'Transient', `no answer from ${input.host}`);
+      return { state: 'Running', ip: IP[input.host]!, source: 'lease' };
+    };
+    const started: WorkflowHandle[] = [];
+    await withWorker(
+      e,
+      f.activities(),
+      async (tq) => {
+        const pool = await sink(tq, started);
+        const { handle: h } = await healthy(f, tq, started, { pool: { workflowId: pool.workflowId, serving: true } });
+        const before = (await reports(pool)).length;
+        silent = true;
+        await monitorStep(e, f, h, 'the first silent read');
+        const got = await pollUntil(
+          async () => {
+            const rs = await reports(pool);
+            return rs.length > before ? rs.at(-1) : undefined;
+          },
+          { timeoutMs: WAIT_MS, what: 'a report after one silent read' },
+        );
+        assert.ok(got.hostUnreachableSince !== undefined, 'it says since when the host is silent');
+        assert.deepEqual([got.health, got.ip], ['True', IP['h2']], 'nothing else changed yet');
+        await h.executeUpdate(proxyDeleteUpdate);
+      },
+      started,
+    );
+  });
+
   it(
     'reports since when reads fail with a link error, the same report once, cleared by a good read',
     opts,

@@ -2,34 +2,9 @@
 // link did not answer (not because libvirt answered with an error) starts the time since when the
 // host is unreachable; the next read the host answers clears it. A pool member reports that time
 // (MemberReport.hostUnreachableSince) so its pool can replace it past hostFailureGraceMs. Pure.
+import { hostDidNotAnswer } from '../../contracts/health.ts';
 import type { MonitorState } from '../../contracts/health.ts';
 import type { ProxyError } from '../../contracts/proxy.ts';
-
-/**
- * The codes of a failure of the link to the host itself (docs/errors.md): the TCP connect, the SSH
- * handshake or session, the forwarded libvirt socket, the libvirt connection, or a budget spent
- * waiting on them. libvirt's own errors (LIBVIRT_ERROR), the address sources failing
- * (KVM2_ADDRESS_UNREADABLE, the guest agent) and refused credentials are not: the host answered.
- */
-export const HOST_LINK_CODES: readonly string[] = [
-  'SSH_CONNECT_FAILED',
-  'SSH_CONNECT_TIMEOUT',
-  'SSH_CONNECTION_LOST',
-  'SSH_READY_TIMEOUT',
-  'SSH_KEEPALIVE_TIMEOUT',
-  'SSH_OPEN_TIMEOUT',
-  'SSH_SESSION_DEAD',
-  'SSH_CHANNEL_OPEN_FAILED',
-  'SSH_POOL_QUEUE_TIMEOUT',
-  'LIBVIRT_CONNECTION_LOST',
-  'LIBVIRT_KEEPALIVE_TIMEOUT',
-  'LIBVIRT_TIMEOUT',
-];
-
-/** The read failed because the host did not answer. */
-export function hostDidNotAnswer(code: string | undefined): boolean {
-  return code !== undefined && HOST_LINK_CODES.includes(code);
-}
 
 /**
  * The unreachable time after one read: `failedCode` is the failed read's code (undefined: the
@@ -54,7 +29,10 @@ export function afterMonitor(
   after: MonitorState,
   vmLost: boolean,
 ): string | undefined {
-  if (vmLost || after.missedPolls === 0) return undefined;
+  if (vmLost) return undefined;
+  // A monitor that tracks the host's silence (it returns at its first silent read) says it.
+  if (after.hostSilentSince !== undefined) return since ?? after.hostSilentSince;
+  if (after.missedPolls === 0) return undefined;
   const last = after.status.lastError;
   const fresh = last !== undefined && (beforeError === undefined || last.at !== beforeError.at);
   if (fresh && hostDidNotAnswer(last.code)) return since ?? last.at;
