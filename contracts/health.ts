@@ -260,10 +260,25 @@ export function foldProbe(
   return { ...s, status: applyExitIp(applyProbe(s.status, outcome, h, at, bootMs), outcome, at) };
 }
 
+/**
+ * Probes in a row that failed, from which a proxy is out of discovery even while its Healthy
+ * condition (the hysteresis: `unhealthyAfter`) still says True.
+ */
+export const PROBES_FAILING_AFTER = 2;
+
+/**
+ * Healthy still True, but its last {@link PROBES_FAILING_AFTER} probes or more failed: the moment
+ * between the failures and the hysteresis (a booting or Unhealthy proxy is out of discovery anyway).
+ */
+export function probesFailing(st: ProxyStatus): boolean {
+  return st.conditions.Healthy.status === 'True' && st.health.consecutiveFailed >= PROBES_FAILING_AFTER;
+}
+
 /** The state's values whose change the workflow must hear of (and record, or publish). */
 export function watched(st: ProxyStatus): string {
   const c = st.conditions;
-  return `${c.Healthy.status}|${c.AddressAssigned.status}|${st.ip ?? ''}|${st.exitIp ?? ''}`;
+  const failing = probesFailing(st) ? 'failing' : '';
+  return `${c.Healthy.status}|${c.AddressAssigned.status}|${st.ip ?? ''}|${st.exitIp ?? ''}|${failing}`;
 }
 
 /** {@link watched} of the monitor's state, with whether its host is silent. */

@@ -320,6 +320,11 @@ export interface MemberReport {
    * that reason); absent while it answers. The pool replaces it past `hostFailureGraceMs`.
    */
   hostUnreachableSince?: string;
+  /**
+   * Its last two probes or more failed (contracts/health.ts `probesFailing`): out of discovery at
+   * once, whatever its Healthy says. Absent otherwise.
+   */
+  probesFailing?: true;
   /** RFC 3339 workflow time of the report. */
   at: string;
 }

@@ -52,6 +52,8 @@ describe('a member report sent at once or held', () => {
     assert.equal(urgentChange({ ...healthy, state: 'Deleting' }, { ...healthy, state: 'Deleted' }), true, 'Deleted');
     assert.equal(urgentChange(healthy, { ...healthy, hostUnreachableSince: T0 }), true, 'its host silent');
     assert.equal(urgentChange({ ...healthy, hostUnreachableSince: T0 }, healthy), true, 'its host back');
+    assert.equal(urgentChange(healthy, { ...healthy, probesFailing: true }), true, 'its probes failing');
+    assert.equal(urgentChange({ ...healthy, probesFailing: true }, healthy), true, 'a probe passing again');
     assert.equal(urgentChange(running, { ...running, host: 'h2' }), true, 'moved to another host');
   });
 });

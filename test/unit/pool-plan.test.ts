@@ -724,6 +724,24 @@ describe('drain (a host workflow’s notice)', () => {
   });
 });
 
+describe('probes failing', () => {
+  it('a member whose last two probes failed is out of discovery at once, its Healthy still True', () => {
+    const sim = new PoolSim(poolSpec({ size: 2 }));
+    sim.pass();
+    sim.runUntil((s) => s.ready(), 'Ready');
+    sim.advance(30 * MIN);
+    const m = sim.state.members.find((x) => x.role === 'serving')!;
+    assert.ok(isReady(m, sim.state.spec, sim.now));
+    m.report = { ...m.report!, probesFailing: true };
+    assert.equal(m.report.health, 'True');
+    assert.equal(isReady(m, sim.state.spec, sim.now), false, 'not ready whatever its Healthy says');
+    assert.ok(!sim.status().members.find((x) => x.name === m.name)!.available, 'not in discovery');
+    const { probesFailing: _f, ...back } = m.report;
+    m.report = back;
+    assert.ok(isReady(m, sim.state.spec, sim.now), 'ready again when a probe passes');
+  });
+});
+
 describe('host failure', () => {
   it('members whose host stopped answering are replaced elsewhere after hostFailureGraceMs, not before', () => {
     // An Unhealthy grace shorter than the host's: the host rule decides, not the members' health.

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { resumedDetails } from '../../activities/monitor.ts';
-import { foldProbe, foldReading, monitorVerdict, withMonitorDetails } from '../../contracts/health.ts';
+import { foldProbe, foldReading, monitorVerdict, probesFailing, withMonitorDetails } from '../../contracts/health.ts';
 import type { MonitorState } from '../../contracts/health.ts';
 import type { ResolvedProxy } from '../../contracts/proxy.ts';
 import { detailsLine, initialStatus, publishedKey, withImageProgress } from '../../workflows/proxy/status.ts';
@@ -82,6 +82,24 @@ describe('health monitor decisions', () => {
     const back = foldReading(second, { reading: { state: 'Running', ip: IP } }, H, T2).state;
     assert.equal('hostSilentSince' in back, false);
     assert.equal(monitorVerdict(far, second, back, 0), 'Transition', 'the host answering returns');
+  });
+
+  it('returns when the second probe in a row fails while Healthy is still True, and when one passes again', () => {
+    const FAIL = { ok: false as const, code: 'PROBE_CONNECT_REFUSED', message: 'refused', latencyMs: 1 };
+    const read = (x: MonitorState) => foldReading(x, { reading: { state: 'Running', ip: IP } }, H, T1).state;
+    const healthy = foldProbe(foldProbe(read(state()), OK, H, T0), OK, H, T0);
+    const one = foldProbe(read(healthy), FAIL, H, T1);
+    assert.equal(monitorVerdict(far, healthy, one, 0), undefined, 'one failed probe: not yet');
+    const two = foldProbe(read(one), FAIL, H, T1);
+    assert.equal(two.status.conditions.Healthy.status, 'True', 'the hysteresis still says True');
+    assert.equal(probesFailing(two.status), true);
+    assert.equal(monitorVerdict(far, one, two, 0), 'Transition', 'two in a row: the workflow hears of it');
+    const passed = foldProbe(read(two), OK, H, T1);
+    assert.equal(probesFailing(passed.status), false);
+    assert.equal(monitorVerdict(far, two, passed, 0), 'Transition', 'a passing probe ends it');
+    const three = foldProbe(read(two), FAIL, H, T1);
+    assert.equal(three.status.conditions.Healthy.status, 'False', 'the third: Unhealthy');
+    assert.equal(probesFailing(three.status), false, 'Unhealthy says it from there');
   });
 
   it('returns on a lost VM, a boot out of time and the checkpoint (by time or by polls)', () => {

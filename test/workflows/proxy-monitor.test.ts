@@ -87,51 +87,57 @@ describe('proxy health monitor', () => {
     );
   });
 
-  it('hysteresis both ways: returns (and records) only on Healthy transitions', opts, async () => {
-    const f = new Fakes(e);
-    let outcome: ProbeOutcome = OK;
-    f.probe = () => outcome;
-    const started: WorkflowHandle[] = [];
-    await withWorker(
-      e,
-      f.activities(),
-      async (tq) => {
-        const { handle: h } = await running(f, tq, started);
-        let s = await freshProxyStatus(h);
-        assert.equal(s.conditions.Healthy.status, 'Unknown', 'ok ×1: not yet healthy');
-        s = await monitorStep(e, f, h, 'ok #2');
-        assert.equal(s.conditions.Healthy.status, 'True', 'ok ×2: healthy');
-        assert.equal((await searchAttributes(h))['ProxyHealthy'], true);
-        outcome = REFUSED;
-        s = await monitorStep(e, f, h, 'fail #1');
-        assert.equal(s.conditions.Healthy.status, 'True', 'fail ×1: still healthy');
-        assert.equal(s.health.consecutiveFailed, 1);
-        s = await monitorStep(e, f, h, 'fail #2');
-        assert.equal(s.conditions.Healthy.status, 'True', 'fail ×2: still healthy');
-        assert.equal(s.health.consecutiveFailed, 2);
-        assert.equal(f.count('monitorProxy'), 3, 'no return below the hysteresis');
-        s = await monitorStep(e, f, h, 'fail #3');
-        assert.equal(s.conditions.Healthy.status, 'False', 'fail ×3: unhealthy');
-        assert.equal(s.conditions.Healthy.message, 'PROBE_REFUSED: squid refused the CONNECT');
-        assert.equal((await status(h)).conditions.Healthy.status, 'False', 'recorded by the workflow');
-        assert.equal((await searchAttributes(h))['ProxyHealthy'], false);
-        assert.equal(s.state, 'Running');
-        outcome = OK;
-        s = await monitorStep(e, f, h, 'ok after failures #1');
-        assert.equal(s.conditions.Healthy.status, 'False', 'one pass does not make it healthy again');
-        s = await monitorStep(e, f, h, 'ok after failures #2');
-        assert.equal(s.conditions.Healthy.status, 'True');
-        assert.equal((await searchAttributes(h))['ProxyHealthy'], true);
-        assert.equal(f.count('probeProxy'), 7);
-        assert.equal(
-          f.count('monitorProxy'),
-          5,
-          'one monitor per transition (address, True, False, True) plus the last',
-        );
-      },
-      started,
-    );
-  });
+  it(
+    'hysteresis both ways: Healthy changes only past it; the monitor also returns at the second failure in a row',
+    opts,
+    async () => {
+      const f = new Fakes(e);
+      let outcome: ProbeOutcome = OK;
+      f.probe = () => outcome;
+      const started: WorkflowHandle[] = [];
+      await withWorker(
+        e,
+        f.activities(),
+        async (tq) => {
+          const { handle: h } = await running(f, tq, started);
+          let s = await freshProxyStatus(h);
+          assert.equal(s.conditions.Healthy.status, 'Unknown', 'ok ×1: not yet healthy');
+          s = await monitorStep(e, f, h, 'ok #2');
+          assert.equal(s.conditions.Healthy.status, 'True', 'ok ×2: healthy');
+          assert.equal((await searchAttributes(h))['ProxyHealthy'], true);
+          outcome = REFUSED;
+          s = await monitorStep(e, f, h, 'fail #1');
+          assert.equal(s.conditions.Healthy.status, 'True', 'fail ×1: still healthy');
+          assert.equal(s.health.consecutiveFailed, 1);
+          s = await monitorStep(e, f, h, 'fail #2');
+          assert.equal(s.conditions.Healthy.status, 'True', 'fail ×2: still healthy');
+          assert.equal(s.health.consecutiveFailed, 2);
+          // Two in a row: discovery's rule (contracts/health.ts probesFailing), heard of at once.
+          await statusWhen(h, (x) => x.health.consecutiveFailed === 2, 'the second failure recorded');
+          assert.equal(f.count('monitorProxy'), 4, 'a return at the second failure, none at the first');
+          s = await monitorStep(e, f, h, 'fail #3');
+          assert.equal(s.conditions.Healthy.status, 'False', 'fail ×3: unhealthy');
+          assert.equal(s.conditions.Healthy.message, 'PROBE_REFUSED: squid refused the CONNECT');
+          assert.equal((await status(h)).conditions.Healthy.status, 'False', 'recorded by the workflow');
+          assert.equal((await searchAttributes(h))['ProxyHealthy'], false);
+          assert.equal(s.state, 'Running');
+          outcome = OK;
+          s = await monitorStep(e, f, h, 'ok after failures #1');
+          assert.equal(s.conditions.Healthy.status, 'False', 'one pass does not make it healthy again');
+          s = await monitorStep(e, f, h, 'ok after failures #2');
+          assert.equal(s.conditions.Healthy.status, 'True');
+          assert.equal((await searchAttributes(h))['ProxyHealthy'], true);
+          assert.equal(f.count('probeProxy'), 7);
+          assert.equal(
+            f.count('monitorProxy'),
+            6,
+            'one monitor per transition (address, True, two failures, False, True) plus the last',
+          );
+        },
+        started,
+      );
+    },
+  );
 
   it('H3 grace: 2 missed polls keep the IP and Healthy without a return; the third demotes', opts, async () => {
     const f = new Fakes(e);

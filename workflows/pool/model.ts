@@ -23,12 +23,14 @@ export interface Plan {
  * Running and Healthy for the pool's minHealthyMs, on a host that answers. A member whose report
  * says its host does not answer (`hostUnreachableSince`) is not ready whatever its health says
  * (its Healthy condition lags: the probes' hysteresis): it leaves discovery at once and a spare
- * takes its place, long before the host rule replaces it (hostFailureGraceMs).
+ * takes its place, long before the host rule replaces it (hostFailureGraceMs). Nor is one whose
+ * last two probes failed (`probesFailing`): discovery never hands out such a member.
  */
 export function isReady(m: MemberRecord, spec: ResolvedPoolSpec, nowMs: number): boolean {
   const r = m.report;
   if (r === undefined || r.state !== 'Running' || r.health !== 'True' || r.ip === undefined) return false;
   if (hostUnreachableSince(m) !== undefined) return false;
+  if (r.probesFailing === true) return false;
   return nowMs - Date.parse(r.healthSince) >= spec.rollout.minHealthyMs;
 }
 

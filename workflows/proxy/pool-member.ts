@@ -5,6 +5,7 @@
 // history is what it was.
 import { CancellationScope, getExternalWorkflowHandle, sleep } from '@temporalio/workflow';
 import { poolMemberSignal } from '../../contracts/messages.ts';
+import { probesFailing } from '../../contracts/health.ts';
 import type { MemberReport } from '../../contracts/pool.ts';
 import type { ProxyStatus } from '../../contracts/proxy.ts';
 import type { ProxyRun, ReportGate } from './state.ts';
@@ -33,6 +34,7 @@ export function memberReport(
   if (withExitIp && st.exitIp !== undefined) r.exitIp = st.exitIp;
   if (st.lastError !== undefined) r.lastError = `${st.lastError.code}: ${st.lastError.message}`;
   if (hostUnreachableSince !== undefined) r.hostUnreachableSince = hostUnreachableSince;
+  if (probesFailing(st)) r.probesFailing = true;
   return r;
 }
 
@@ -62,7 +64,7 @@ function ending(r: MemberReport): string {
 /**
  * Whether `next` differs from the last report sent in what the pool acts on at once: health
  * (replacement, readiness), the role it applied (availability), its host not answering (host
- * failure), an ending (see `ending`) and a move to another host. Not: the states on the way up
+ * failure), its probes failing (readiness), an ending (see `ending`) and a move to another host. Not: the states on the way up
  * (Pending … Running), the first host, the address, the exit IP, `healthSince` alone, the last
  * error, Deleting out of discovery.
  */
@@ -81,6 +83,7 @@ export function urgentChange(last: MemberReport | undefined, next: MemberReport)
     was.serving !== next.serving ||
     ending(was) !== ending(next) ||
     (was.hostUnreachableSince === undefined) !== (next.hostUnreachableSince === undefined) ||
+    (was.probesFailing === true) !== (next.probesFailing === true) ||
     (was.host !== undefined && was.host !== next.host)
   );
 }
