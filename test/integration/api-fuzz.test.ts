@@ -149,12 +149,13 @@ describe('API fuzz from its OpenAPI document', { timeout: 600_000 }, () => {
 
   it('the document describes every route, with closed body schemas', () => {
     const ops = operations(doc);
-    assert.equal(ops.length, 26, ops.map((o) => `${o.method} ${o.path}`).join(', '));
+    assert.equal(ops.length, 27, ops.map((o) => `${o.method} ${o.path}`).join(', '));
     for (const path of [
       '/v1/proxies',
       '/v1/proxies/{entry}/{name}/resize',
       '/v1/pools',
       '/v1/pools/{entry}/{pool}/scale',
+      '/v1/pools/{entry}/{pool}/members/{member}/replace',
       '/v1/hosts/{entry}/{host}/cordon',
       '/v1/hosts/{entry}/{host}/drain',
       '/v1/hosts/{entry}/{host}/uncordon',
