@@ -22,7 +22,7 @@ import { STAND_IN_WORKFLOW_TYPE, standInPlaySignal, standInViewQuery } from './p
 import { createLogger } from '../../lib/log/logger.ts';
 import { setupTracing } from '../../runtime/telemetry.ts';
 import { installTestRuntime, pollUntil, withTimeout } from './temporal.ts';
-import { ENTRY, Env, uniqueName, WAIT_MS } from './workflow-harness.ts';
+import { ENTRY, Env, uniqueName, WAIT_MS, withWorker } from './workflow-harness.ts';
 
 const POOL_WORKFLOWS_PATH = fileURLToPath(new URL('./pool-workflows.ts', import.meta.url));
 
@@ -229,4 +229,23 @@ export function summary(s: PoolStatus): object {
 /** Ready with `n` available members, all on `revision`. */
 export function readyAt(n: number, revision = 1): (s: PoolStatus) => boolean {
   return (s) => s.phase === 'Ready' && s.available === n && s.members.every((m) => m.revision === revision);
+}
+
+/** Runs `fn` with a worker on `e` serving `f`'s fakes; everything the test started is terminated after. */
+export async function withPool<T>(
+  e: PoolEnv,
+  f: PoolFakes,
+  fn: (tq: string, started: WorkflowHandle[]) => Promise<T>,
+): Promise<T> {
+  const started: WorkflowHandle[] = [];
+  return withWorker(
+    e,
+    f.activities(),
+    async (tq) => {
+      f.taskQueue = tq;
+      f.started = started;
+      return fn(tq, started);
+    },
+    started,
+  );
 }

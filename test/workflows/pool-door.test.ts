@@ -6,10 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { WorkflowHandle } from '@temporalio/client';
 import { poolDoorSignal, poolPauseUpdate, poolResumeUpdate } from '../../contracts/messages.ts';
 import type { DoorReport } from '../../contracts/pool.ts';
-import { TEST_TIMEOUT_MS, withWorker } from '../support/workflow-harness.ts';
+import { TEST_TIMEOUT_MS } from '../support/workflow-harness.ts';
 import {
   PoolFakes,
   poolFileEnv,
@@ -18,6 +17,7 @@ import {
   readyAt,
   startPool,
   testPoolSpec,
+  withPool,
 } from '../support/pool-harness.ts';
 
 const e = poolFileEnv();
@@ -29,47 +29,39 @@ describe('pool door report', () => {
     { timeout: TEST_TIMEOUT_MS },
     async () => {
       const f = new PoolFakes(e);
-      const started: WorkflowHandle[] = [];
-      await withWorker(
-        e,
-        f.activities(),
-        async (tq) => {
-          f.taskQueue = tq;
-          f.started = started;
-          const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }), { continueAsNewAfterPasses: PASSES });
-          const s = await poolWhen(h, readyAt(2), 'Ready');
-          assert.equal(s.door, undefined, 'no door reported yet');
-          const [a, b] = s.members.map((m) => m.name) as [string, string];
-          const report: DoorReport = {
-            listen: '127.0.0.1:3130',
-            exits: [
-              { name: a, role: 'serving', up: true },
-              { name: b, role: 'serving', up: false },
-            ],
-            at: '2026-12-06T12:00:00.000Z',
-          };
-          await h.signal(poolDoorSignal, report);
-          assert.deepEqual((await poolWhen(h, (x) => x.door !== undefined, 'the door shown')).door, report);
-          // Not a report: dropped, the last good one stays.
-          await h.signal(poolDoorSignal, { listen: 42, exits: 'none' } as unknown as DoorReport);
-          await h.signal(poolDoorSignal, {
-            ...report,
-            exits: [{ name: '../x', role: 'serving', up: true }, report.exits[0]!],
-          });
-          assert.deepEqual(
-            (await poolStatus(h)).door?.exits,
-            [report.exits[0]],
-            'an exit that is not a member name is dropped',
-          );
-          const run = (await h.describe()).runId;
-          for (let i = 0; i <= PASSES && (await h.describe()).runId === run; i++) {
-            await h.executeUpdate(i % 2 === 0 ? poolPauseUpdate : poolResumeUpdate);
-          }
-          assert.notEqual((await h.describe()).runId, run, 'the pool continued as new');
-          assert.deepEqual((await poolStatus(h)).door?.exits, [report.exits[0]], 'carried');
-        },
-        started,
-      );
+      await withPool(e, f, async (tq, started) => {
+        const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }), { continueAsNewAfterPasses: PASSES });
+        const s = await poolWhen(h, readyAt(2), 'Ready');
+        assert.equal(s.door, undefined, 'no door reported yet');
+        const [a, b] = s.members.map((m) => m.name) as [string, string];
+        const report: DoorReport = {
+          listen: '127.0.0.1:3130',
+          exits: [
+            { name: a, role: 'serving', up: true },
+            { name: b, role: 'serving', up: false },
+          ],
+          at: '2026-12-06T12:00:00.000Z',
+        };
+        await h.signal(poolDoorSignal, report);
+        assert.deepEqual((await poolWhen(h, (x) => x.door !== undefined, 'the door shown')).door, report);
+        // Not a report: dropped, the last good one stays.
+        await h.signal(poolDoorSignal, { listen: 42, exits: 'none' } as unknown as DoorReport);
+        await h.signal(poolDoorSignal, {
+          ...report,
+          exits: [{ name: '../x', role: 'serving', up: true }, report.exits[0]!],
+        });
+        assert.deepEqual(
+          (await poolStatus(h)).door?.exits,
+          [report.exits[0]],
+          'an exit that is not a member name is dropped',
+        );
+        const run = (await h.describe()).runId;
+        for (let i = 0; i <= PASSES && (await h.describe()).runId === run; i++) {
+          await h.executeUpdate(i % 2 === 0 ? poolPauseUpdate : poolResumeUpdate);
+        }
+        assert.notEqual((await h.describe()).runId, run, 'the pool continued as new');
+        assert.deepEqual((await poolStatus(h)).door?.exits, [report.exits[0]], 'carried');
+      });
     },
   );
 });

@@ -10,15 +10,15 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import type { WorkflowHandle } from '@temporalio/client';
 import type { PoolStatus } from '../../contracts/pool.ts';
 import { poolDeleteUpdate } from '../../contracts/messages.ts';
-import { publishedMemos, TEST_TIMEOUT_MS, withWorker } from '../support/workflow-harness.ts';
+import { publishedMemos, TEST_TIMEOUT_MS } from '../support/workflow-harness.ts';
 import { recordReplay } from '../support/replay-record.ts';
 import type { PublishedMemo } from '../support/workflow-harness.ts';
 import {
   PoolFakes,
   poolFileEnv,
+  withPool,
   poolStatus,
   poolWhen,
   readyAt,
@@ -29,20 +29,6 @@ import {
 const e = poolFileEnv();
 const opts = { timeout: TEST_TIMEOUT_MS };
 
-async function withPool<T>(f: PoolFakes, fn: (tq: string, started: WorkflowHandle[]) => Promise<T>): Promise<T> {
-  const started: WorkflowHandle[] = [];
-  return withWorker(
-    e,
-    f.activities(),
-    async (tq) => {
-      f.taskQueue = tq;
-      f.started = started;
-      return fn(tq, started);
-    },
-    started,
-  );
-}
-
 const names = (s: PoolStatus): string[] => s.members.map((m) => m.name);
 const available = (p: PublishedMemo): number => p.memo['available'] as number;
 
@@ -52,7 +38,7 @@ describe('pool failover', () => {
     opts,
     async () => {
       const f = new PoolFakes(e);
-      await withPool(f, async (tq, started) => {
+      await withPool(e, f, async (tq, started) => {
         // Long graces: what takes the member out is its host not answering, not a grace running out.
         const spec = testPoolSpec({
           size: 2,
@@ -121,7 +107,7 @@ describe('pool failover', () => {
 
   it('without a spare: out of discovery at once, back when its host answers again within the grace', opts, async () => {
     const f = new PoolFakes(e);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const spec = testPoolSpec({ size: 2, replacement: { hostFailureGraceMs: 60_000, unhealthyGraceMs: 600_000 } });
       const h = await startPool(e, tq, started, spec);
       const s = await poolWhen(h, readyAt(2), 'Ready');

@@ -23,11 +23,12 @@ import {
 import type { PoolStatus } from '../../contracts/pool.ts';
 import { resolvePoolSpec } from '../../contracts/pool.ts';
 import type { PoolState } from '../../contracts/pool-state.ts';
-import { publishedMemos, TEST_TIMEOUT_MS, withWorker } from '../support/workflow-harness.ts';
+import { publishedMemos, TEST_TIMEOUT_MS } from '../support/workflow-harness.ts';
 import { recordReplay } from '../support/replay-record.ts';
 import {
   PoolFakes,
   poolFileEnv,
+  withPool,
   poolStatus,
   poolWhen,
   readyAt,
@@ -38,20 +39,6 @@ import {
 const e = poolFileEnv();
 const opts = { timeout: TEST_TIMEOUT_MS };
 const HOUR_MS = 3_600_000;
-
-async function withPool<T>(f: PoolFakes, fn: (tq: string, started: WorkflowHandle[]) => Promise<T>): Promise<T> {
-  const started: WorkflowHandle[] = [];
-  return withWorker(
-    e,
-    f.activities(),
-    async (tq) => {
-      f.taskQueue = tq;
-      f.started = started;
-      return fn(tq, started);
-    },
-    started,
-  );
-}
 
 /** Update events (accepted or completed) in the pool's history: a refused update leaves none. */
 async function updateEvents(h: WorkflowHandle): Promise<number> {
@@ -79,7 +66,7 @@ describe('pool replaceMember', () => {
     opts,
     async () => {
       const f = new PoolFakes(e);
-      await withPool(f, async (tq, started) => {
+      await withPool(e, f, async (tq, started) => {
         const h = await startPool(e, tq, started, testPoolSpec({ size: 2, spares: 1, drainDelayMs: 30_000 }));
         const s = await poolWhen(h, readyAt(2), 'Ready');
         const banned = s.members.find((m) => m.role === 'serving')!.name;
@@ -140,7 +127,7 @@ describe('pool replaceMember', () => {
     opts,
     async () => {
       const f = new PoolFakes(e);
-      await withPool(f, async (tq, started) => {
+      await withPool(e, f, async (tq, started) => {
         const spec = testPoolSpec({ size: 3, replacement: { requestedPerHour: 2 }, drainDelayMs: 60_000 });
         const h = await startPool(e, tq, started, spec);
         const pool = `${spec.entry}/${spec.name}`;
@@ -204,7 +191,7 @@ describe('pool replaceMember', () => {
     opts,
     async () => {
       const f = new PoolFakes(e);
-      await withPool(f, async (tq, started) => {
+      await withPool(e, f, async (tq, started) => {
         const spec = testPoolSpec({ size: 1 });
         const resolved = resolvePoolSpec(spec);
         const { requestedPerHour: _absent, ...replacement } = resolved.replacement;
@@ -247,7 +234,7 @@ describe('pool replaceMember', () => {
   const PASSES = 30;
   it('continue-as-new carries the count and the hour’s requests', opts, async () => {
     const f = new PoolFakes(e);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const spec = testPoolSpec({ size: 2, replacement: { requestedPerHour: 1 } });
       const h = await startPool(e, tq, started, spec, { continueAsNewAfterPasses: PASSES });
       const s = await poolWhen(h, readyAt(2), 'Ready');

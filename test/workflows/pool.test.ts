@@ -45,6 +45,7 @@ import type { poolWorkflow } from '../../workflows/pool/index.ts';
 import {
   PoolFakes,
   poolFileEnv,
+  withPool,
   poolStatus,
   poolWhen,
   readyAt,
@@ -56,21 +57,6 @@ import { recordReplay } from '../support/replay-record.ts';
 
 const e = poolFileEnv();
 const opts = { timeout: TEST_TIMEOUT_MS };
-
-/** Runs `fn` with a worker serving `f`'s fakes; everything the test started is terminated after. */
-async function withPool<T>(f: PoolFakes, fn: (tq: string, started: WorkflowHandle[]) => Promise<T>): Promise<T> {
-  const started: WorkflowHandle[] = [];
-  return withWorker(
-    e,
-    f.activities(),
-    async (tq) => {
-      f.taskQueue = tq;
-      f.started = started;
-      return fn(tq, started);
-    },
-    started,
-  );
-}
 
 /** Update events (accepted or completed) in the pool's history: a refused update leaves none. */
 async function updateEvents(h: WorkflowHandle): Promise<number> {
@@ -119,7 +105,7 @@ function holdThirdStart(f: PoolFakes): () => void {
 describe('pool workflow', () => {
   it('creates N members, each told to serve once Healthy: Ready with N in discovery', opts, async () => {
     const f = new PoolFakes(e);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const h = await startPool(e, tq, started, testPoolSpec({ size: 2, spares: 1 }));
       const s = await poolWhen(h, readyAt(2), 'Ready');
       assert.equal(f.starts().length, 3);
@@ -149,7 +135,7 @@ describe('pool workflow', () => {
         });
       }
     };
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }));
       const s = await poolWhen(h, readyAt(2), 'Ready');
       assert.equal(f.starts().length, 3, 'the refused start was replaced');
@@ -164,7 +150,7 @@ describe('pool workflow', () => {
 
   it('refuses bad updates before they enter the history, with the reason', opts, async () => {
     const f = new PoolFakes(e);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const h = await startPool(e, tq, started, testPoolSpec({ size: 1 }));
       await poolWhen(h, readyAt(1), 'Ready');
       assert.match(await refusal(h.executeUpdate(poolScaleUpdate, { args: [{ size: 1001 }] })), /size .*1000/);
@@ -190,7 +176,7 @@ describe('pool workflow', () => {
     opts,
     async () => {
       const f = new PoolFakes(e);
-      await withPool(f, async (tq, started) => {
+      await withPool(e, f, async (tq, started) => {
         const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }));
         await poolWhen(h, readyAt(2), 'Ready at 2');
         const small = await h.executeUpdate(poolScaleUpdate, { args: [{ size: 2 }] });
@@ -213,7 +199,7 @@ describe('pool workflow', () => {
 
   it('create → scale → a template rolls through → delete ends Deleted after its members', opts, async () => {
     const f = new PoolFakes(e);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const h: PoolHandle = await startPool(e, tq, started, testPoolSpec({ size: 1 }));
       await poolWhen(h, readyAt(1), 'Ready at 1');
       await h.executeUpdate(poolScaleUpdate, { args: [{ size: 2 }] });
@@ -241,7 +227,7 @@ describe('pool workflow', () => {
   it('a replacement, then a rollout past its progress deadline rolls back to the stable revision', opts, async () => {
     const f = new PoolFakes(e);
     f.fate = (input) => (input.template.imageKey === 'img-bad' ? 'hang' : 'healthy');
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const spec = testPoolSpec({ size: 1, rollout: { minHealthyMs: 0, progressDeadlineMs: 10_000 } });
       const h = await startPool(e, tq, started, spec);
       const s = await poolWhen(h, readyAt(1), 'Ready');
@@ -264,7 +250,7 @@ describe('pool workflow', () => {
 
   it('pause holds a rollout; resume rolls it through', opts, async () => {
     const f = new PoolFakes(e);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }));
       await poolWhen(h, readyAt(2), 'Ready');
       const paused = await h.executeUpdate(poolPauseUpdate);
@@ -285,7 +271,7 @@ describe('pool workflow', () => {
   it('the loop guard: members that never come up stop creation (Degraded), then it creates again', opts, async () => {
     const f = new PoolFakes(e);
     f.fate = () => 'fail';
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const spec = testPoolSpec({ size: 1, replacement: { maxFailures: 3, windowMs: 60_000, backoffMs: 30_000 } });
       const h = await startPool(e, tq, started, spec);
       const s = await poolWhen(h, (x) => x.phase === 'Degraded', 'Degraded');
@@ -302,7 +288,7 @@ describe('pool workflow', () => {
 
   it('an Unhealthy member past its grace is replaced, new one first', opts, async () => {
     const f = new PoolFakes(e);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const h = await startPool(e, tq, started, testPoolSpec({ size: 2, replacement: { unhealthyGraceMs: 30_000 } }));
       const s = await poolWhen(h, readyAt(2), 'Ready');
       const sick = s.members[0]!.name;
@@ -320,7 +306,7 @@ describe('pool workflow', () => {
 
   it('a spare takes a failed member’s place at once; a new spare boots behind it', opts, async () => {
     const f = new PoolFakes(e);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const h = await startPool(e, tq, started, testPoolSpec({ size: 1, spares: 1 }));
       const s = await poolWhen(h, readyAt(1), 'Ready');
       const spare = s.members.find((m) => m.role === 'spare')!.name;
@@ -339,7 +325,7 @@ describe('pool workflow', () => {
 
   it('scale-down (oldest): the member leaves discovery, drains drainDelayMs, then is deleted', opts, async () => {
     const f = new PoolFakes(e);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const h = await startPool(
         e,
         tq,
@@ -368,7 +354,7 @@ describe('pool workflow', () => {
 
   it('rotation: members past maxAgeMs (with jitter) are replaced, never below N in discovery', opts, async () => {
     const f = new PoolFakes(e);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const spec = testPoolSpec({ size: 2, rotation: { maxAgeMs: 60_000, jitter: 0.5 } });
       const h = await startPool(e, tq, started, spec);
       const first = names(await poolWhen(h, readyAt(2), 'Ready'));
@@ -441,7 +427,7 @@ describe('pool workflow', () => {
     opts,
     async () => {
       const f = new PoolFakes(e);
-      await withPool(f, async (tq, started) => {
+      await withPool(e, f, async (tq, started) => {
         const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }));
         const s = await poolWhen(h, readyAt(2), 'Ready');
         const onH1 = s.members.filter((m) => m.host === 'h1').map((m) => m.name);
@@ -483,7 +469,7 @@ describe('pool workflow', () => {
     opts,
     async () => {
       const f = new PoolFakes(e);
-      await withPool(f, async (tq, started) => {
+      await withPool(e, f, async (tq, started) => {
         // A long Unhealthy grace: what replaces the member is the host rule, not its health.
         const spec = testPoolSpec({ size: 2, replacement: { hostFailureGraceMs: 30_000, unhealthyGraceMs: 600_000 } });
         const h = await startPool(e, tq, started, spec);
@@ -518,7 +504,7 @@ describe('pool workflow', () => {
   it('members that came up are told to serve while another member’s start is still in flight', opts, async () => {
     const f = new PoolFakes(e);
     const release = holdThirdStart(f);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const h = await startPool(e, tq, started, testPoolSpec({ size: 3 }));
       try {
         const s = await poolWhen(h, (x) => x.available === 2, 'two members available while the third start waits');
@@ -552,7 +538,7 @@ describe('pool workflow', () => {
       most = Math.max(most, inFlight);
       return held.finally(() => inFlight--);
     };
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const h = await startPool(e, tq, started, testPoolSpec({ size: 5 }), { startWindow: 2 });
       try {
         await pollUntil(() => Promise.resolve(f.starts().length >= 2 ? true : undefined), {
@@ -579,7 +565,7 @@ describe('pool workflow', () => {
   it('a member that leaves while its start is in flight is deleted only after the start', opts, async () => {
     const f = new PoolFakes(e);
     const release = holdThirdStart(f);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const h = await startPool(e, tq, started, testPoolSpec({ size: 2 }));
       await poolWhen(h, readyAt(2), 'Ready at 2');
       await h.executeUpdate(poolScaleUpdate, { args: [{ size: 3 }] });
@@ -606,7 +592,7 @@ describe('pool workflow', () => {
     async () => {
       const f = new PoolFakes(e);
       const release = holdThirdStart(f);
-      await withPool(f, async (tq, started) => {
+      await withPool(e, f, async (tq, started) => {
         // Due after its first pass, which launches the three starts; the third is held.
         const h = await startPool(e, tq, started, testPoolSpec({ size: 3 }), { continueAsNewAfterPasses: 1 });
         const first = (await h.describe()).runId;
@@ -653,7 +639,7 @@ describe('pool workflow', () => {
     opts,
     async () => {
       const f = new PoolFakes(e);
-      await withPool(f, async (tq, started) => {
+      await withPool(e, f, async (tq, started) => {
         const spec = testPoolSpec({ size: 3, drainDelayMs: 60_000, replacement: { unhealthyGraceMs: 600_000 } });
         const h = await startPool(e, tq, started, spec, { continueAsNewAfterPasses: PASSES });
         await poolWhen(h, readyAt(3), 'Ready');
@@ -712,7 +698,7 @@ describe('pool workflow', () => {
     opts,
     async () => {
       const f = new PoolFakes(e);
-      await withPool(f, async (tq, started) => {
+      await withPool(e, f, async (tq, started) => {
         const h = await startPool(e, tq, started, testPoolSpec({ size: 1 }), {
           continueAsNewAfterPasses: CARRIED_PASSES,
         });
@@ -777,7 +763,7 @@ describe('pool workflow', () => {
 
   it('continue-as-new carries the draining hosts: new members still avoid them', opts, async () => {
     const f = new PoolFakes(e);
-    await withPool(f, async (tq, started) => {
+    await withPool(e, f, async (tq, started) => {
       const h = await startPool(e, tq, started, testPoolSpec({ size: 1 }), { continueAsNewAfterPasses: PASSES });
       await poolWhen(h, readyAt(1), 'Ready');
       await h.signal(poolHostDrainSignal, { host: 'h9', draining: true });
