@@ -126,18 +126,22 @@ export class DoorService {
     this.last = want;
     const have = new Map((await this.runtime.servers()).map((s) => [s.name, s]));
     const options = doorServerOptions(this.o.spec.health);
+    let changed = false;
     for (const e of want) {
       const s = have.get(e.name);
       if (s === undefined) {
         await this.runtime.add(e.name, e.host, e.port, options);
+        changed = true;
         this.o.log.info({ exit: e.name, address: `${e.host}:${e.port}` }, 'door: exit added');
       } else {
         if (s.host !== e.host || s.port !== e.port) {
           await this.runtime.move(e.name, e.host, e.port);
+          changed = true;
           this.o.log.info({ exit: e.name, address: `${e.host}:${e.port}` }, 'door: exit moved');
         }
         if (inMaintenance(s)) {
           await this.runtime.ready(e.name);
+          changed = true;
           this.o.log.info({ exit: e.name }, 'door: exit serving again');
         }
       }
@@ -145,13 +149,15 @@ export class DoorService {
     const wanted = new Set(want.map((e) => e.name));
     for (const s of have.values()) {
       if (wanted.has(s.name)) continue;
+      changed = true;
       if (!inMaintenance(s)) {
         await this.runtime.drain(s.name);
         this.o.log.info({ exit: s.name }, 'door: exit left discovery; draining');
       }
       if (await this.runtime.remove(s.name)) this.o.log.info({ exit: s.name }, 'door: exit removed');
     }
-    const now = new Map((await this.runtime.servers()).map((s) => [s.name, s]));
+    // HAProxy's view after the changes; read again only when a command changed it.
+    const now = changed ? new Map((await this.runtime.servers()).map((s) => [s.name, s])) : have;
     this.exits = new Map(
       [...now.values()].map((s) => [
         s.name,
@@ -171,10 +177,11 @@ export class DoorService {
   /** Tells `onChange` the door's exits if they changed since it last accepted them. */
   private async report(): Promise<void> {
     if (this.o.onChange === undefined) return;
-    const exits = this.status().exits.map(({ name, role, up }) => ({ name, role, up }));
+    const st = this.status();
+    const exits = st.exits.map(({ name, role, up }) => ({ name, role, up }));
     const key = JSON.stringify(exits);
     if (key === this.reported) return;
-    await this.o.onChange({ listen: this.status().listen, exits });
+    await this.o.onChange({ listen: st.listen, exits });
     this.reported = key;
   }
 
