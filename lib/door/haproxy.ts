@@ -463,13 +463,20 @@ export function validateDoor(spec: DoorSpec): void {
 
 /**
  * The options of an exit's `server` line after `<host>:<port>`: the active check and passive
- * ejection. `renderDoor` writes them, and the runtime API takes them as they are:
- * `add server exits/<name> <ip>:<port> <options>`, then `enable health exits/<name>` and
- * `enable server exits/<name>` (a dynamic server starts in maintenance with its check off).
+ * ejection, and the idle connection pool. `renderDoor` writes them, and the runtime API takes them
+ * as they are: `add server exits/<name> <ip>:<port> <options>`, then `enable health exits/<name>`
+ * and `enable server exits/<name>` (a dynamic server starts in maintenance with its check off).
+ *
+ * `pool-max-conn -1 pool-purge-delay 5s` are HAProxy's defaults for a server of the configuration
+ * file, written out because HAProxy 2.6 gives a server made by `add server` 0 for both: no idle
+ * connection is kept, so every request through such an exit opened a new connection to its Squid.
  */
 export function doorServerOptions(health: DoorSpec['health']): string {
   const { interMs, fall, rise } = health;
-  return `check inter ${interMs} fall ${fall} rise ${rise} observe layer4 error-limit 1 on-error mark-down`;
+  return (
+    `check inter ${interMs} fall ${fall} rise ${rise} observe layer4 error-limit 1 on-error mark-down` +
+    ' pool-max-conn -1 pool-purge-delay 5s'
+  );
 }
 
 /** The ACL lines `acl <name> ...` matching `list` against the destination host. */

@@ -87,6 +87,34 @@ export function parseServersState(text: string): DoorServerState[] {
   return out;
 }
 
+/** Connections HAProxy made to one exit: `connect` and `reuse` of `show stat`. */
+export interface DoorServerConnections {
+  /** New connections opened to the exit. */
+  connects: number;
+  /** Requests sent over a connection kept open from an earlier one. */
+  reuses: number;
+}
+
+/** Per exit of the door's backend, from `show stat` (CSV with a `# pxname,svname,...` header). */
+export function parseStatConnections(text: string): Map<string, DoorServerConnections> {
+  const lines = text.split('\n');
+  const cols = (lines.find((l) => l.startsWith('# pxname')) ?? '').slice(2).split(',');
+  const [iPx, iSv, iConnect, iReuse] = ['pxname', 'svname', 'connect', 'reuse'].map((c) => cols.indexOf(c)) as [
+    number,
+    number,
+    number,
+    number,
+  ];
+  const out = new Map<string, DoorServerConnections>();
+  if (iConnect < 0 || iReuse < 0) return out;
+  for (const line of lines) {
+    const f = line.split(',');
+    if (f[iPx] !== DOOR_BACKEND || f[iSv] === 'BACKEND' || f.length < cols.length) continue;
+    out.set(f[iSv]!, { connects: Number(f[iConnect]) || 0, reuses: Number(f[iReuse]) || 0 });
+  }
+  return out;
+}
+
 /** Whether a server's admin state is maintenance (forced or inherited). */
 export function inMaintenance(s: DoorServerState): boolean {
   return (s.adminState & 0x21) !== 0;
@@ -109,6 +137,11 @@ export class DoorRuntime {
       throw new DoorRuntimeError(`runtime API "${command}": ${out.trim().slice(0, 300)}`);
     }
     return out;
+  }
+
+  /** Connections opened and reused per exit since HAProxy started. */
+  async connections(): Promise<Map<string, DoorServerConnections>> {
+    return parseStatConnections(await this.run('show stat'));
   }
 
   async servers(): Promise<DoorServerState[]> {

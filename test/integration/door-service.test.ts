@@ -2,7 +2,8 @@
  * The door service (lib/door/service.ts) keeping a real HAProxy door current in front of three
  * real Squid exits on loopback, with the pool's discovery list played by the test (the list the
  * service reads each sync). Checked: the door starts with the listed exits and sends nothing to an
- * unlisted one; an exit entering the list takes requests after the next sync; an exit leaving it
+ * unlisted one; an exit entering the list takes requests after the next sync, and a client's
+ * keep-alive requests through it share one connection to its Squid; an exit leaving it
  * takes no new request while a CONNECT tunnel open through it goes on working, and is deleted from
  * HAProxy once that tunnel closes; HAProxy killed is started again with the current exits; a doors
  * file with a bad field is refused naming it. The real pool behind a door is test/e2e/pool.test.ts's.
@@ -12,6 +13,7 @@ import { spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { spawn } from 'node:child_process';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -140,6 +142,45 @@ describe('the door service keeps HAProxy equal to the discovery list', { timeout
     assert.ok(settled > count);
     await sleep(5 * SYNC_MS);
     assert.equal(reports.length, settled, 'no report while nothing changes');
+  });
+
+  it('keep-alive requests through an exit the service added share one connection to its Squid', async () => {
+    // exit-c came in through the runtime API (`add server`): HAProxy 2.6 gives such a server no
+    // idle connection pool unless its options ask for one, and then opens a connection per request.
+    const user = [...(await spread())].find(([, exit]) => exit === 'exit-c')?.[0];
+    assert.ok(user, 'a session lives on exit-c');
+    const runtime = new DoorRuntime(join(dir, 'door.sock'));
+    const of = async () => (await runtime.connections()).get('exit-c') ?? { connects: NaN, reuses: NaN };
+    const before = await of();
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    const url = `http://${HOST}:${target}/`;
+    let reused = 0;
+    for (let i = 0; i < 20; i++) {
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = http.request({
+          host: HOST,
+          port: door,
+          path: url,
+          agent,
+          headers: { host: `${HOST}:${target}`, 'proxy-authorization': basic(user) },
+          timeout: BOUND_MS,
+        });
+        req.on('timeout', () => req.destroy(new Error(`no answer within ${BOUND_MS} ms`)));
+        req.on('error', reject);
+        req.on('response', (res) => {
+          if (req.reusedSocket) reused++;
+          res.resume();
+          res.on('end', () => resolve(res.statusCode ?? 0));
+        });
+        req.end();
+      });
+      assert.equal(status, 200);
+    }
+    agent.destroy();
+    assert.equal(reused, 19, 'the client kept one connection to the door');
+    const after = await of();
+    const made = { connects: after.connects - before.connects, reuses: after.reuses - before.reuses };
+    assert.ok(made.connects <= 2 && made.reuses >= 18, `20 requests to exit-c: ${JSON.stringify(made)}`);
   });
 
   it('an exit leaving the list takes no new request; a tunnel open through it goes on; it is deleted once that closes', async () => {
