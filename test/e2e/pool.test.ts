@@ -66,6 +66,8 @@ import type { HostStatus } from '../../contracts/host.ts';
 import { proxyWorkflowId } from '../../contracts/proxy.ts';
 import { drainHost, hostStatus, uncordonHost } from '../../client/hosts.ts';
 import type { poolWorkflow } from '../../workflows/pool/index.ts';
+import { blackHoleHost } from '../support/blackhole.ts';
+import type { BlackHole } from '../support/blackhole.ts';
 import { sleep, within } from '../support/bounded.ts';
 import { spawnService, spawnWorker, writeProvidersFile } from '../support/fleet.ts';
 import { basic, viaDoor } from '../support/door-client.ts';
@@ -123,15 +125,8 @@ describe(
     const rows: string[] = [];
     /** The test host drained right now (uncordoned on every path). */
     let cordoned: string | undefined;
-    /** The test host address black-holed right now (removed on every path). */
-    let blackholed: string | undefined;
-    /** The test host whose routed network is black-holed right now (its route restored on every path). */
-    let blackholedNet: TestHost | undefined;
-    /** The machine's route into `h`'s routed network through its veth, as testhost up adds it. */
-    const restoreRoutedRoute = (h: TestHost) =>
-      pexec('ip', ['route', 'replace', String(h.routedNetworkCidr), 'via', h.address, 'dev', String(h.vethRoot)], {
-        timeout: 10_000,
-      });
+    /** The test host black-holed right now (lifted on every path). */
+    let hole: BlackHole | undefined;
     /** Every member name the pool reported (their workflows must all have ended at the end). */
     const seen = new Set<string>();
     const row = (check: string, value: string, ok = true): void => {
@@ -388,9 +383,7 @@ describe(
     });
 
     after(async () => {
-      if (blackholed !== undefined)
-        await pexec('ip', ['route', 'del', 'blackhole', `${blackholed}/32`]).catch(() => undefined);
-      if (blackholedNet !== undefined) await restoreRoutedRoute(blackholedNet).catch(() => undefined);
+      await hole?.lift().catch(() => undefined);
       if (cordoned !== undefined)
         await uncordonHost(client, entry, cordoned, { reason: 'e2e cleanup' }).catch((err: unknown) =>
           say(`cleanup: uncordon ${cordoned}: ${String(err)}`),
@@ -650,11 +643,7 @@ describe(
       const stranded = on(lost);
       assert.ok(stranded.length > 0, `a member runs on ${lost.name}`);
       const t0 = performance.now();
-      await pexec('ip', ['route', 'add', 'blackhole', `${lost.address}/32`], { timeout: 10_000 });
-      blackholed = lost.address;
-      // Its routed network too: the machine's route into its veth becomes a black hole.
-      await pexec('ip', ['route', 'replace', 'blackhole', String(lost.routedNetworkCidr)], { timeout: 10_000 });
-      blackholedNet = lost;
+      hole = await blackHoleHost(lost);
       say(`black-holed ${lost.name} (${lost.address}), members there: ${stranded.join(', ')}`);
       let back = 0;
       /** When discovery first listed none of the stranded members, and when the door first sent to none. */
@@ -699,10 +688,8 @@ describe(
           `the stranded members out of discovery within ${bound} ms of the black hole: ${outOfDiscovery}`,
         );
       } finally {
-        await pexec('ip', ['route', 'del', 'blackhole', `${lost.address}/32`], { timeout: 10_000 });
-        blackholed = undefined;
-        await restoreRoutedRoute(lost);
-        blackholedNet = undefined;
+        await hole?.lift();
+        hole = undefined;
       }
       const t1 = performance.now();
       await until(
