@@ -244,3 +244,70 @@ describe('the door service keeps HAProxy equal to the discovery list', { timeout
     );
   });
 });
+
+describe("the door service's stdout carries HAProxy's decision lines", { timeout: 60_000 }, () => {
+  it('one whole JSON line per request, beside the service log lines, with no onLogLine', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ep-door-stdout-'));
+    chmodSync(dir, 0o777);
+    const exit = await startSquidExit(dir, 'exit-a');
+    const target = await freePort();
+    const code = `require('http').createServer((q, s) => { s.writeHead(200, { 'content-length': 3 }); s.end('ok\\n'); }).listen(${target}, '${HOST}');`;
+    const targetProc = spawn(process.execPath, ['-e', code], { detached: true, stdio: 'ignore' });
+    const door = await freePort();
+    const options = {
+      spec: {
+        listen: { host: HOST, port: door },
+        users: [{ name: 'alice', passwordHash: HASH }],
+        runtimeSocket: join(dir, 'door.sock'),
+        allowReserved: ['127.0.0.1/32'],
+        health: { interMs: 500, fall: 2, rise: 1 },
+      },
+      configPath: join(dir, 'door.cfg'),
+      exits: [{ name: 'exit-a', host: HOST, port: exit.port }],
+    };
+    // The service as bin/door runs it: its own log lines and HAProxy's on one stdout.
+    const service = join(import.meta.dirname, '../../lib/door/service.ts');
+    const script = [
+      `import pino from 'pino'; import { DoorService } from ${JSON.stringify(service)};`,
+      `const o = ${JSON.stringify(options)};`,
+      'const s = new DoorService({ ...o, members: () => Promise.resolve(o.exits), log: pino(), syncIntervalMs: 200 });',
+      "process.once('SIGTERM', () => void s.stop(2000).then(() => process.exit(0)));",
+      'await s.start();',
+    ].join('\n');
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: join(import.meta.dirname, '../..'),
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    try {
+      await listening(target, 'target', () => '');
+      await listening(door, 'the door', () => out);
+      for (let i = 0; i < 3; i++) {
+        const a = await viaDoor(door, `http://${HOST}:${target}/`, basic(`alice-session-s${i}`));
+        assert.equal(a.status, 200);
+      }
+      const lines = (): string[] => out.split('\n').filter((l) => l !== '');
+      for (let i = 0; lines().filter((l) => l.includes('CANONICAL-PROXY-DECISION')).length < 3; i++) {
+        assert.ok(i < BOUND_MS / 50, `three decision lines on the service's stdout within ${BOUND_MS} ms:\n${out}`);
+        await sleep(50);
+      }
+      const parsed = lines().map((l) => JSON.parse(l) as Record<string, unknown>);
+      const decisions = parsed.filter((d) => d['msg'] === 'CANONICAL-PROXY-DECISION');
+      assert.deepEqual(
+        decisions.map((d) => [d['credential'], d['session'], d['decision'], d['exit']]),
+        [0, 1, 2].map((i) => ['alice', `alice-session-s${i}`, 'allow', 'exit-a']),
+      );
+      assert.ok(
+        parsed.some((d) => d['msg'] === 'door: HAProxy running'),
+        'the service log lines are on the same stdout',
+      );
+    } finally {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+      killGroup(exit.proc);
+      killGroup(targetProc);
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
