@@ -86,7 +86,9 @@ describe('renderDoor', () => {
     assert.ok(lines.includes('hash-type consistent'));
     assert.ok(lines.includes('retries 3'));
     assert.ok(lines.includes('option redispatch 1'));
-    const check = 'check inter 1000 fall 2 rise 1 observe layer4 error-limit 1 on-error mark-down';
+    // The idle pool is written out: a server made by `add server` has none in HAProxy 2.6.
+    const check =
+      'check inter 1000 fall 2 rise 1 observe layer4 error-limit 1 on-error mark-down pool-max-conn -1 pool-purge-delay 5s';
     assert.equal(doorServerOptions({ interMs: 1000, fall: 2, rise: 1 }), check);
     assert.ok(lines.includes(`server exit-a 10.0.0.5:3128 ${check}`));
     assert.ok(lines.includes(`server exit-b exit-b.pool.internal:3129 ${check}`));
