@@ -7,8 +7,9 @@
  * answers a request), and one exit killed (how long until the door marks it down, how many client
  * requests fail meanwhile).
  *
- * Beside each load figure, the CPU (user+system) its proxy process spent per request: the exit's
- * when straight, the door process's alone (not the exits behind it) through a door.
+ * Beside each load figure, the CPU its proxy process spent per request (all threads, from the
+ * scheduler's count: bench/lib/proxy-load.ts `cpuSecs`): the exit's when straight, the door
+ * process's alone (not the exits behind it) through a door.
  *
  * Everything runs on 127.0.0.1 and is started and stopped here: a target HTTP server (a child
  * Node process; it answers `via=<Via header>` so a plain request shows which exit carried it),
@@ -20,6 +21,11 @@
  *    consistent` (stickiness by user and session), health checks every 1 s (fall 2) and passive
  *    `observe layer4` ejection, `option redispatch 1`; an empty slot (`disabled`) for a member
  *    added through the runtime API (`set server ... addr`, `set server ... state ready`);
+ *  - door (load only): the door as bin/door runs it (bench/lib/door-service.ts: lib/door/service.ts
+ *    rendering lib/door/haproxy.ts, one credential `user`, sessions, the decision log on, the exits
+ *    added through the runtime API), its decision lines written to a file; beside HAProxy's CPU,
+ *    the door service's own (Node, reading those lines) is printed per request. Set against the
+ *    minimal `haproxy` it gives the rendered configuration's cost as a ratio;
  *  - haproxy-tcp (load only): HAProxy in mode tcp, `balance source`: the whole client connection
  *    passed through to one exit, no per-user selection.
  * Member added: squid by `squid -k reconfigure` on a rewritten squid.conf; haproxy through the
@@ -33,7 +39,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -317,8 +323,60 @@ const plainOnce = (proxy: number, target: number, user: string): Promise<string>
 // ---------------------------------------------------------------------------------------------
 // Part 1: load, alternating
 
-const VARIANTS = ['straight', 'squid', 'haproxy', 'haproxy-tcp'] as const;
+const VARIANTS = ['straight', 'squid', 'haproxy', 'door', 'haproxy-tcp'] as const;
 type Variant = (typeof VARIANTS)[number];
+
+// `openssl passwd -6 -salt abcdefgh secret`: the rendered door's one credential, `user`.
+const HASH = '$6$abcdefgh$ltjgWl6579NluT/Vi1nwEvcil.G5Nbc4NiXZaNGStk8PSwGfQv72N2CKPPrVACtLtip/cZ/1GM/O6IND4WQhG.';
+
+interface DoorProc {
+  port: number;
+  proc: ChildProcess;
+  haproxyPid: number;
+  decisions: string;
+}
+
+/** The door as bin/door runs it (bench/lib/door-service.ts), its decision lines into a file. */
+async function startDoor(exits: { name: string; port: number }[]): Promise<DoorProc> {
+  const port = await freePort();
+  const decisions = join(dir, 'door-decisions.log');
+  const out = openSync(decisions, 'w');
+  const arg = JSON.stringify({
+    spec: {
+      listen: { host: HOST, port },
+      users: [{ name: 'user', passwordHash: HASH }],
+      runtimeSocket: join(dir, 'door.sock'),
+      allowReserved: [`${HOST}/32`],
+      health: { interMs: 1000, fall: 2, rise: 1 },
+      decisionLog: true,
+    },
+    exits: exits.map((e) => ({ name: e.name, host: HOST, port: e.port })),
+    configPath: join(dir, 'door.cfg'),
+  });
+  const proc = spawn(process.execPath, [join(import.meta.dirname, 'lib/door-service.ts'), arg], {
+    stdio: ['ignore', out, 'pipe'],
+  });
+  closeSync(out);
+  children.add(proc);
+  proc.on('exit', () => children.delete(proc));
+  let err = '';
+  const haproxyPid = await new Promise<number>((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`the door service is not ready after 30 s:\n${err}`)), 30_000);
+    proc.stderr!.on('data', (c: Buffer) => {
+      err = (err + c.toString()).slice(-20_000);
+      const m = /door-service ready haproxy=(\d+)/.exec(err);
+      if (m) {
+        clearTimeout(t);
+        resolve(Number(m[1]));
+      }
+    });
+    proc.once('exit', (code) => {
+      clearTimeout(t);
+      reject(new Error(`the door service exited (${code}):\n${err}`));
+    });
+  });
+  return { port, proc, haproxyPid, decisions };
+}
 
 async function loadRounds(target: number): Promise<void> {
   const exitA = await startSquid('exit-a', exitConf);
@@ -330,23 +388,28 @@ async function loadRounds(target: number): Promise<void> {
   const squidDoor = await startSquid('door', (p) => squidDoorConf(p, exits));
   const hap = await startHaproxy((p, s) => haproxyConf(p, s, 'http', exits));
   const hapTcp = await startHaproxy((p, s) => haproxyConf(p, s, 'tcp', exits));
+  const door = await startDoor(exits);
   const port: Record<Variant, number> = {
     straight: exitA.port,
     squid: squidDoor.port,
     haproxy: hap.port,
+    door: door.port,
     'haproxy-tcp': hapTcp.port,
   };
   const pid: Record<Variant, number | undefined> = {
     straight: exitA.proc.pid,
     squid: squidDoor.proc.pid,
     haproxy: hap.proc.pid,
+    door: door.haproxyPid,
     'haproxy-tcp': hapTcp.proc.pid,
   };
+  let doorRequests = 0;
   // Warm-up: every path once, each user's credentials into the Squid door's cache.
   for (const v of VARIANTS) {
     for (const kind of ['http', 'connect'] as const) {
       const r = await load(kind, port[v], target, 200, 8);
       if (r.errors > 0) throw new Error(`${v} ${kind}: ${r.errors} errors in the warm-up`);
+      if (v === 'door') doorRequests += 200;
     }
   }
   const res = new Map<string, Load[]>();
@@ -359,8 +422,13 @@ async function loadRounds(target: number): Promise<void> {
         for (const v of order) {
           const n = kind === 'http' ? REQUESTS : CONNECTS;
           const cpu0 = cpuSecs(pid[v]);
+          const svc0 = v === 'door' ? cpuSecs(door.proc.pid) : NaN;
           const r = await load(kind, port[v], target, n, c);
           r.cpuUs = ((cpuSecs(pid[v]) - cpu0) / n) * 1e6;
+          if (v === 'door') {
+            r.serviceCpuUs = ((cpuSecs(door.proc.pid) - svc0) / n) * 1e6;
+            doorRequests += n;
+          }
           const k = key(v, kind, c);
           res.set(k, [...(res.get(k) ?? []), r]);
         }
@@ -371,7 +439,7 @@ async function loadRounds(target: number): Promise<void> {
   say('');
   say(`${ROUNDS} rounds; plain: ${REQUESTS} keep-alive GETs, connect: ${CONNECTS} tunnels (one GET each)`);
   say(
-    'variant      kind     conc  req/s med (min-max)   ratio  p50 ms med (min-max)  +p50 ms  p99 ms med (min-max)   CPU µs  errors',
+    'variant      kind     conc  req/s med (min-max)   ratio  p50 ms med (min-max)  +p50 ms  p99 ms med (min-max)   CPU µs  errors  service µs',
   );
   for (const c of CONCURRENCY) {
     for (const kind of ['http', 'connect'] as const) {
@@ -397,14 +465,40 @@ async function loadRounds(target: number): Promise<void> {
               .toFixed(0)
               .padStart(7),
             String(rs.reduce((a, x) => a + x.errors, 0)).padStart(7),
+            (v === 'door' ? median(rs.map((x) => x.serviceCpuUs ?? NaN)).toFixed(0) : '').padStart(11),
           ].join(' '),
         );
       }
     }
   }
+  // The rendered door against the minimal configuration: what credentials, sessions, rules and
+  // the decision log cost, as ratios of the same run's medians.
+  for (const c of CONCURRENCY) {
+    for (const kind of ['http', 'connect'] as const) {
+      const med = (v: Variant, f: (x: Load) => number | undefined): number =>
+        median(res.get(key(v, kind, c))!.map((x) => f(x) ?? NaN));
+      say(
+        `door (rendered) / haproxy (minimal), ${kind} at ${c}: throughput ${ratio(
+          med('door', (x) => x.rps),
+          med('haproxy', (x) => x.rps),
+        ).toFixed(2)}, ` +
+          `p50 ${(med('door', (x) => x.p50) - med('haproxy', (x) => x.p50)).toFixed(3)} ms more, ` +
+          `HAProxy CPU per request ${ratio(
+            med('door', (x) => x.cpuUs),
+            med('haproxy', (x) => x.cpuUs),
+          ).toFixed(2)}× ` +
+          `(+${med('door', (x) => x.serviceCpuUs).toFixed(0)} µs in the door service)`,
+      );
+    }
+  }
+  const decisions = readFileSync(door.decisions, 'utf8')
+    .split('\n')
+    .filter((l) => l.includes('CANONICAL-PROXY-DECISION'));
+  say(`door decision lines: ${decisions.length} for ${doorRequests} requests`);
   say(
-    `peak RSS (VmHWM), MiB: exit-a ${peakRssMiB(pid.straight).toFixed(1)}, squid door ${peakRssMiB(pid.squid).toFixed(1)}, haproxy ${peakRssMiB(pid.haproxy).toFixed(1)}, haproxy-tcp ${peakRssMiB(pid['haproxy-tcp']).toFixed(1)}`,
+    `peak RSS (VmHWM), MiB: exit-a ${peakRssMiB(pid.straight).toFixed(1)}, squid door ${peakRssMiB(pid.squid).toFixed(1)}, haproxy ${peakRssMiB(pid.haproxy).toFixed(1)}, door ${peakRssMiB(pid.door).toFixed(1)} (its service ${peakRssMiB(door.proc.pid).toFixed(1)}), haproxy-tcp ${peakRssMiB(pid['haproxy-tcp']).toFixed(1)}`,
   );
+  await stop(door.proc);
   for (const s of [squidDoor, exitA, exitB]) await stop(s.proc);
   for (const h of [hap, hapTcp]) await stop(h.proc);
 }

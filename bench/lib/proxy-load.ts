@@ -5,7 +5,7 @@
  * bench/door-guests.ts (real guests behind a pool's door).
  */
 import net from 'node:net';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { percentile } from './stats.ts';
 
 /** A TCP address. */
@@ -89,29 +89,51 @@ export interface Load {
   p50: number;
   p99: number;
   errors: number;
-  /** CPU (user+system) of the proxy process the client talks to, µs per request. */
+  /** CPU of the proxy process the client talks to, µs per request. */
   cpuUs?: number;
+  /** CPU of the process that runs it (the door service), µs per request. */
+  serviceCpuUs?: number;
+  /** New connections the proxy opened to its upstreams, per request. */
+  connectsPerRequest?: number;
 }
 
-/** user+system CPU seconds of a process so far (/proc/PID/stat, 100 ticks a second). */
+/**
+ * CPU seconds a process has run so far, all its threads: the scheduler's own count
+ * (/proc/PID/task/TID/schedstat, nanoseconds). The user and system ticks of /proc/PID/stat are
+ * sampled 100 times a second, too coarse and too biased for a process that runs in bursts of
+ * microseconds between a slow peer's answers; they are the fallback where schedstat is missing.
+ */
 export function cpuSecs(pid: number | undefined): number {
   if (!pid) return NaN;
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(f[11]) + Number(f[12])) / 100;
+  try {
+    return readdirSync(`/proc/${pid}/task`).reduce(
+      (sum, tid) => sum + Number(readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8').split(' ')[0]) / 1e9,
+      0,
+    );
+  } catch {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  }
 }
+
+/** The user of worker `w`'s keep-alive GETs, or of CONNECT number `i`: the `k` of `userOf(k)`. */
+export const userIndex = (kind: Kind, w: number, i: number): number => (kind === 'http' ? w : i % 64);
 
 /**
  * `n` requests at `conc` at once through `proxy`: keep-alive GETs (worker `w` as `userOf(w)`), or
  * a new tunnel per request (request `i` as `userOf(i % 64)`); `userOf` undefined sends no credential.
+ * `proxy` may depend on the same `k` ({@link userIndex}): straight to the exit a door would pick
+ * for that user, so both variants load the same exits alike.
  */
 export async function load(
   kind: Kind,
-  proxy: Addr,
+  proxy: Addr | ((k: number) => Addr),
   target: Addr,
   n: number,
   conc: number,
   userOf: ((k: number) => string) | undefined = (k) => `user-session-${k}`,
 ): Promise<Load> {
+  const proxyOf = typeof proxy === 'function' ? proxy : () => proxy;
   const lat: number[] = [];
   let next = 0;
   let errors = 0;
@@ -120,15 +142,16 @@ export async function load(
     let conn: Conn | undefined;
     while (next < n) {
       const i = next++;
-      const user = userOf?.(kind === 'http' ? w : i % 64);
+      const k = userIndex(kind, w, i);
+      const user = userOf?.(k);
       const s = performance.now();
       try {
         if (kind === 'http') {
-          conn ??= new Conn(proxy);
+          conn ??= new Conn(proxyOf(k));
           const r = await conn.exchange(plainReq(target, user), false);
           if (r.status !== 200) throw new Error(`status ${r.status}`);
         } else {
-          const c = new Conn(proxy);
+          const c = new Conn(proxyOf(k));
           try {
             const h = await c.exchange(connectReq(target, user), true);
             if (h.status !== 200) throw new Error(`CONNECT status ${h.status}`);
