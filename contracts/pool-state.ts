@@ -21,7 +21,29 @@ export interface PoolWorkflowInput {
   /** Member starts in flight at once (default POOL_START_WINDOW). */
   startWindow?: number;
   /** Set by the previous run on continue-as-new; clients leave it unset. */
-  carried?: PoolState;
+  carried?: CarriedPoolState;
+}
+
+/**
+ * The state as one run hands it to the next: its members packed (`packedMembers`, rows of
+ * workflows/pool/carry.ts), or as records (`members`) in states carried by builds before the
+ * packed form. A build reads both shapes; it writes the packed one.
+ */
+export type CarriedPoolState = Omit<PoolState, 'members'> & {
+  members?: MemberRecord[];
+  packedMembers?: PackedMembers;
+};
+
+/** One member's values in a fixed order (workflows/pool/carry.ts); its report is a nested row. */
+export type PackedMember = (string | number | boolean | null | PackedMember | Record<string, unknown>)[];
+
+/** The pool's members, packed: about a third of their records' JSON, so a pool of 1,100 stays far under the payload warning. */
+export interface PackedMembers {
+  /** The row layout (1). A build refuses a layout it does not know rather than read it as no members. */
+  v: number;
+  /** Workflow time (ms) the rows' times count from. */
+  atMs: number;
+  rows: PackedMember[];
 }
 
 /** One member as the pool keeps it. */

@@ -34,6 +34,7 @@ import { rollbackTo, seedOf } from './plan.ts';
 import { poolStatus, poolBrief, rollbackTarget, specOfState } from './status.ts';
 import { apply, audit, AUDIT_INTERVAL_MS, publishPool } from './effects.ts';
 import { replaceOnRequest, replaceRequestProblem } from './requests.ts';
+import { carriedState, uncarried } from './carry.ts';
 import { retired } from '../retiring.ts';
 import { continueOntoCurrentBuild, newerBuildCurrent } from '../upgrade.ts';
 
@@ -58,7 +59,7 @@ export const POOL_START_WINDOW = 50;
 
 export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus> {
   const at = new Date().toISOString();
-  const state: PoolState = input.carried ?? initialState(input.spec, at);
+  const state: PoolState = input.carried === undefined ? initialState(input.spec, at) : uncarried(input.carried);
   // A state carried from a build before replacement on request: its default limit, shown in the spec.
   state.spec.replacement.requestedPerHour ??= POOL_DEFAULTS.requestedPerHour;
   let dirty = true;
@@ -205,7 +206,7 @@ export async function poolWorkflow(input: PoolWorkflowInput): Promise<PoolStatus
       await condition(() => starting.size === 0 || (startSlots > 0 && queued.length > 0));
     }
     await condition(allHandlersFinished);
-    return continueOntoCurrentBuild<typeof poolWorkflow>()({ ...input, carried: state });
+    return continueOntoCurrentBuild<typeof poolWorkflow>()({ ...input, carried: carriedState(state, Date.now()) });
   };
   let published = '';
   let nextAuditMs = Date.now() + AUDIT_INTERVAL_MS;
