@@ -109,6 +109,7 @@ describe('the carried state, packed', () => {
           healthSince: '2026-01-01T00:00:03Z',
           at: '2026-01-01T01:00:00.000+01:00',
           probesFailing: undefined,
+          hostUnreachableSince: 1234 as unknown as string,
           newThing: 'x',
         } as MemberReport,
       } as MemberRecord,

@@ -1,9 +1,10 @@
 // The state a pool run carries into the next over continue-as-new, packed: each member one row of
 // values in a fixed order (contracts/pool-state.ts PackedMembers), its creation as an offset from
 // the carry's time and its other times from its creation, its booleans as bits, so no member
-// repeats the field names. A full record was about 420 bytes, a row is about 120: at 1,100 members (1,000 and 100 spares) the input stays far
-// under the SDK's 512 KiB payload warning. Lossless: a field this layout does not know goes into
-// the row's last value as it is, and a time not in the canonical form stays a string. Pure.
+// repeats the field names. A full record was about 420 bytes, a row is about 120: at 1,100
+// members (1,000 and 100 spares) the input stays far under the SDK's 512 KiB payload warning.
+// Lossless: a field this layout does not know, or a value of a type its place does not hold, goes
+// into the row's last value as it is, and a time not in the canonical form stays a string. Pure.
 import type { MemberReport, MemberRole } from '../../contracts/pool.ts';
 import type {
   CarriedPoolState,
@@ -43,7 +44,7 @@ const orNull = (v: unknown): Value => (v === undefined ? null : (v as Value));
 
 /** A time held as RFC 3339 text: its offset from `atMs` when it is in the canonical form (toISOString), else the text. */
 function packIso(s: unknown, atMs: number): Value {
-  if (typeof s !== 'string') return orNull(s);
+  if (typeof s !== 'string') return null; // kept as an extra (packReport)
   const ms = Date.parse(s);
   return Number.isFinite(ms) && new Date(ms).toISOString() === s ? ms - atMs : s;
 }
@@ -96,6 +97,8 @@ function packReport(r: MemberReport, name: string, atMs: number): PackedMember {
   const odd: Record<string, unknown> = {};
   // A report's name is its member's; another (never seen) is kept as an extra.
   if (r.name !== name) odd['name'] = r.name;
+  // A time that is not text (a malformed signal: signals have no validator) would read back as an offset.
+  for (const k of REPORT_TIMES) if (rec[k] !== undefined && typeof rec[k] !== 'string') odd[k] = rec[k];
   const flags = packFlags(rec, REPORT_FLAGS, odd);
   return trimmed([
     ...REPORT_FIELDS.map((k) => (REPORT_TIMES.has(k) ? packIso(r[k], atMs) : orNull(r[k]))),
