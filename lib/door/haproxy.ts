@@ -515,6 +515,18 @@ function decisionLogFormat(): string {
   return `"{${fields.join(',')}}"`;
 }
 
+/** The rules that set `txn.over` for one limit, then its refusal with `status`; none without rules. */
+function refuseOver(status: number, rules: string[]): string[] {
+  if (rules.length === 0) return [];
+  const over = '{ var(txn.over) -m found }';
+  return [
+    ...rules,
+    `  http-request set-var(txn.reason) var(txn.over) if ${over}`,
+    `  http-request set-var(txn.decision) str(deny) if ${over}`,
+    `  http-request return status ${status} content-type text/plain lf-string "refused by the door: %[var(txn.reason)]" if ${over}`,
+  ];
+}
+
 /** The HAProxy 2.6 configuration of one pool's door (see the module comment); validates first. */
 export function renderDoor(spec: DoorSpec): string {
   validateDoor(spec);
@@ -612,30 +624,28 @@ export function renderDoor(spec: DoorSpec): string {
     `  http-request set-var(txn.decision) str(deny) if ${is('txn.reason')} !${is('txn.decision')}`,
     '  http-request return status 403 content-type text/plain lf-string "refused by the door: %[var(txn.reason)]" ' +
       'if { var(txn.decision) -m str deny }',
-    // Limits, in every mode.
-    ...ruled.flatMap(({ u, acl }) =>
-      u.limits?.requestsPerSecond
-        ? [
-            `  http-request set-var(txn.over) str(requestsPerSecond) if ${acl} { sc_http_req_rate(0) gt ${u.limits.requestsPerSecond} }`,
-          ]
-        : [],
+    // Limits, in every mode; the refusal's rules only where a credential has that limit.
+    ...refuseOver(
+      429,
+      ruled.flatMap(({ u, acl }) =>
+        u.limits?.requestsPerSecond
+          ? [
+              `  http-request set-var(txn.over) str(requestsPerSecond) if ${acl} { sc_http_req_rate(0) gt ${u.limits.requestsPerSecond} }`,
+            ]
+          : [],
+      ),
     ),
-    `  http-request set-var(txn.reason) var(txn.over) if ${is('txn.over')}`,
-    `  http-request set-var(txn.decision) str(deny) if ${is('txn.over')}`,
-    '  http-request return status 429 content-type text/plain lf-string "refused by the door: %[var(txn.reason)]" ' +
-      `if ${is('txn.over')}`,
     `  http-request track-sc1 var(txn.user) table ${DOOR_TUNNEL_TABLE} if METH_CONNECT`,
-    ...ruled.flatMap(({ u, acl }) =>
-      u.limits?.concurrentTunnels
-        ? [
-            `  http-request set-var(txn.over) str(concurrentTunnels) if METH_CONNECT ${acl} { sc_conn_cur(1) gt ${u.limits.concurrentTunnels} }`,
-          ]
-        : [],
+    ...refuseOver(
+      503,
+      ruled.flatMap(({ u, acl }) =>
+        u.limits?.concurrentTunnels
+          ? [
+              `  http-request set-var(txn.over) str(concurrentTunnels) if METH_CONNECT ${acl} { sc_conn_cur(1) gt ${u.limits.concurrentTunnels} }`,
+            ]
+          : [],
+      ),
     ),
-    `  http-request set-var(txn.reason) var(txn.over) if ${is('txn.over')}`,
-    `  http-request set-var(txn.decision) str(deny) if ${is('txn.over')}`,
-    '  http-request return status 503 content-type text/plain lf-string "refused by the door: %[var(txn.reason)]" ' +
-      `if ${is('txn.over')}`,
     `  http-request set-var(txn.decision) str(allow) unless ${is('txn.decision')}`,
     // The exit, for the log line (set once a server is chosen).
     '  http-response set-var(txn.exit) srv_name',
