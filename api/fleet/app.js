@@ -2,10 +2,11 @@
  * The fleet page's script, served as written by api/fleet-page.ts at /fleet/app.js (no build
  * step; docs/fleet-page.md). It asks for an API token once (or takes it from the address's
  * `#token=...` fragment, which it then removes), keeps it in this tab's sessionStorage, and reads
- * GET /v1/pools, GET /v1/pools/{entry}/{pool} and GET /v1/hosts with `Authorization: Bearer`, so
- * the routes' own roles apply; a 401 or 403 forgets the token and asks again. Every value is put
- * on the page as text (textContent, never HTML). It refreshes every data-refresh-ms of <body>, one
- * refresh at a time, and backs off (doubling, at most a minute) while the API fails.
+ * GET /v1/pools, GET /v1/pools/{entry}/{pool} (the pool's status: its members and its door's last
+ * report) and GET /v1/hosts with `Authorization: Bearer`, so the routes' own roles apply; a 401
+ * or 403 forgets the token and asks again. Every value is put on the page as text (textContent,
+ * never HTML). It refreshes every data-refresh-ms of <body>, one refresh at a time, and backs off
+ * (doubling, at most a minute) while the API fails.
  */
 'use strict';
 
@@ -299,6 +300,21 @@
     return badge('Unknown', 'warn');
   }
 
+  /**
+   * A pool's door as its last report says (status.door): its address and how many of its exits are
+   * up; "no door" when the pool has none reported, nothing when the status could not be read.
+   */
+  function doorCell(st) {
+    if (!st) return '';
+    const door = st.door;
+    if (!door) return 'no door';
+    const exits = Array.isArray(door.exits) ? door.exits : [];
+    const up = exits.filter((e) => e.up === true).length;
+    if (exits.length === 0) return [door.listen + ' ', badge('no exits', 'bad')];
+    const kind = up === exits.length ? 'good' : up === 0 ? 'bad' : 'warn';
+    return [door.listen + ' ', badge(up + ' of ' + exits.length + ' exits up', kind)];
+  }
+
   function poolsSection(data) {
     const rows = data.pools.map((p) => {
       const d = data.details.get(p.workflowId) || {};
@@ -321,6 +337,7 @@
         st.rollout ? st.rollout.step : '',
         num(pick('revision')),
         st.members ? String(st.members.length) : '',
+        doorCell(d.status),
         notes.join('; '),
       ];
     });
@@ -330,7 +347,12 @@
       { id: 'pools', 'aria-labelledby': 'pools-title' },
       h('h2', { id: 'pools-title' }, 'Pools'),
       data.left ? h('p', { class: 'warn-text' }, 'There are ' + data.left + '.') : null,
-      table('Pools: ' + data.pools.length, [...columns, 'Revision', 'Members', 'Notes'], rows, 'No open pools.'),
+      table(
+        'Pools: ' + data.pools.length,
+        [...columns, 'Revision', 'Members', 'Door', 'Notes'],
+        rows,
+        'No open pools.',
+      ),
     );
   }
 
@@ -378,7 +400,24 @@
       { class: 'members', 'aria-labelledby': id, 'data-pool': p.entry + '/' + p.name },
       h('h3', { id }, title),
       content,
+      st ? doorSection(p, st.door) : null,
     );
+  }
+
+  /** Each exit of a pool's door with its role and whether the door had it up, as last reported. */
+  function doorSection(p, door) {
+    const name = p.entry + '/' + p.name;
+    let content;
+    if (!door) content = h('p', { class: 'empty' }, 'No door: none has reported for ' + name + '.');
+    else {
+      const exits = Array.isArray(door.exits) ? door.exits : [];
+      const rows = exits.map((e) => [e.name, e.role, e.up === true ? badge('up', 'good') : badge('down', 'bad')]);
+      content = [
+        h('p', {}, 'Door of ' + name + ' at ' + door.listen + '; reported ', when(door.at), ' (on each change).'),
+        table('Exits of the door of ' + name + ': ' + rows.length, ['Exit', 'Role', 'In rotation'], rows, 'No exits.'),
+      ];
+    }
+    return h('section', { class: 'door', 'aria-label': 'Door of ' + name, 'data-pool': name }, content);
   }
 
   function hostsSection(hosts) {
