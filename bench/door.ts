@@ -491,10 +491,12 @@ async function loadRounds(target: number): Promise<void> {
       );
     }
   }
+  await sleep(200); // the last request's line is written when its stream ends
+  const dropped = /DroppedLogs: (\d+)/.exec(await haproxyCmd(join(dir, 'door.sock'), 'show info'))?.[1] ?? '?';
   const decisions = readFileSync(door.decisions, 'utf8')
     .split('\n')
     .filter((l) => l.includes('CANONICAL-PROXY-DECISION'));
-  say(`door decision lines: ${decisions.length} for ${doorRequests} requests`);
+  say(`door decision lines: ${decisions.length} for ${doorRequests} requests (HAProxy's DroppedLogs: ${dropped})`);
   say(
     `peak RSS (VmHWM), MiB: exit-a ${peakRssMiB(pid.straight).toFixed(1)}, squid door ${peakRssMiB(pid.squid).toFixed(1)}, haproxy ${peakRssMiB(pid.haproxy).toFixed(1)}, door ${peakRssMiB(pid.door).toFixed(1)} (its service ${peakRssMiB(door.proc.pid).toFixed(1)}), haproxy-tcp ${peakRssMiB(pid['haproxy-tcp']).toFixed(1)}`,
   );
