@@ -1,10 +1,13 @@
 /**
  * The fleet page seen by a real browser (Debian's chromium, headless) over the real API, the dev
- * server and a real worker: two pools on one namespaced test host, `web` of size 1 (its member's
- * VM boots an empty qcow2 from a loopback mirror: placed and Running, never Healthy) and `idle` of
- * size 0. The page, given a read token in its address's fragment, shows both pools with the counts
- * the API answers, the member with its host and state, and the test host as /v1/hosts shows it
- * (the run's own provider-health survey); the token is not left in the page.
+ * server and a real worker: three pools on one namespaced test host, `web` of size 1 (its member's
+ * VM boots an empty qcow2 from a loopback mirror: placed and Running, never Healthy), `idle` of
+ * size 0 and `front` of size 0 whose door has reported (client/door.ts reportDoor, the door
+ * service's own call: the pool keeps it in its status) an exit up and a draining one down. The
+ * page, given a read token in its address's fragment, shows the pools with the counts the API
+ * answers and each one's door (`front`'s address and exits, "no door" for the others), the member
+ * with its host and state, and the test host as /v1/hosts shows it (the run's own
+ * provider-health survey); the token is not left in the page.
  * A token the API refuses brings the token form back with the API's reason. A screenshot is kept
  * at .data/artifacts/fleet-page-<entry>.png for a person to look at.
  */
@@ -18,6 +21,7 @@ import { after, before, describe, it } from 'node:test';
 import type { FastifyInstance } from 'fastify';
 import { TokenAuth } from '../../api/auth.ts';
 import { buildApi } from '../../api/server.ts';
+import { reportDoor } from '../../client/door.ts';
 import { TemporalUnavailableError } from '../../client/errors.ts';
 import type { ProviderHealthResult } from '../../contracts/fleet.ts';
 import type { HostView } from '../../contracts/host.ts';
@@ -60,10 +64,13 @@ function row(html: string, name: string): string[] | undefined {
   return undefined;
 }
 
-/** The part of the page inside `<section id="...">` (its nested sections included). */
-function section(html: string, id: string): string {
-  const start = html.indexOf(`<section id="${id}"`);
-  assert.ok(start >= 0, `the page has a section #${id}: ${html.slice(0, 2000)}`);
+/**
+ * The part of the page inside `<section id="...">` (its nested sections included), or inside the
+ * first section whose opening tag holds `attrs` (e.g. `class="door" aria-label="..."`).
+ */
+function section(html: string, id: string, attrs = `id="${id}"`): string {
+  const start = html.indexOf(`<section ${attrs}`);
+  assert.ok(start >= 0, `the page has a section ${attrs}: ${html.slice(0, 2000)}`);
   const tags = /<(\/?)section\b/g;
   tags.lastIndex = start + 1;
   let depth = 1;
@@ -129,7 +136,7 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
 
   after(async () => {
     // The pools through their own delete (their members' VMs deleted), bounded; then the rest.
-    for (const name of w ? ['web', 'idle'] : []) {
+    for (const name of w ? ['web', 'idle', 'front'] : []) {
       await call('DELETE', `/v1/pools/${entry}/${name}?wait=true&waitMs=120000`).catch(() => undefined);
     }
     const testHost = w?.hosts[0];
@@ -155,10 +162,11 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
     }
   });
 
-  it('shows the pools with their counts, the member on its host and the hosts; a screenshot is kept', async () => {
+  it('shows the pools with their counts and doors, the member on its host and the hosts; a screenshot is kept', async () => {
     for (const [name, size] of [
       ['web', 1],
       ['idle', 0],
+      ['front', 0],
     ] as const) {
       const created = await call('POST', '/v1/pools', { entry, name, size, template: { imageKey: 'empty' } });
       assert.equal(created.status, 201, created.text);
@@ -175,13 +183,29 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
     );
     const member = st.members[0]!;
     assert.equal(member.host, host);
-    // Both pools listed (visibility is eventually consistent).
+    // The door of `front` reports as the door service does; the pool shows it in its status.
+    const door = {
+      listen: '127.0.0.1:3128',
+      exits: [
+        { name: 'front-up1', role: 'serving' as const, up: true },
+        { name: 'front-gone', role: 'draining' as const, up: false },
+      ],
+    };
+    await reportDoor(w!.client, entry, 'front', door);
+    await pollUntil(
+      async () => {
+        const r = await call('GET', `/v1/pools/${entry}/front`);
+        return (r.body['status'] as PoolStatus | undefined)?.door !== undefined ? true : undefined;
+      },
+      { timeoutMs: 30_000, intervalMs: 500, what: `the door of ${entry}/front in its status` },
+    );
+    // The three pools listed (visibility is eventually consistent).
     await pollUntil(
       async () => {
         const r = await call('GET', `/v1/pools?entry=${entry}`);
-        return (r.body['pools'] as unknown[] | undefined)?.length === 2 ? true : undefined;
+        return (r.body['pools'] as unknown[] | undefined)?.length === 3 ? true : undefined;
       },
-      { timeoutMs: 30_000, intervalMs: 500, what: 'both pools in the list' },
+      { timeoutMs: 30_000, intervalMs: 500, what: 'the three pools in the list' },
     );
 
     const dom = (await chromium('--dump-dom', page(w!.tokens.reader))).stdout;
@@ -189,15 +213,31 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
     assert.ok(!dom.includes(w!.tokens.reader), 'the token is not in the page');
     // Every open pool of the namespace is listed (other runs' too): ours are two of them.
     const listed = Number(/Pools: (\d+)/.exec(text(section(dom, 'pools')))?.[1]);
-    assert.ok(listed >= 2, `the page counts the pools: ${text(section(dom, 'pools'))}`);
+    assert.ok(listed >= 3, `the page counts the pools: ${text(section(dom, 'pools'))}`);
     const pools = section(dom, 'pools');
-    // Pool, Phase, Desired, Healthy, Available, Updated, Spares, Rollout step, Revision, Members, Notes.
+    // Pool, Phase, Desired, Healthy, Available, Updated, Spares, Rollout step, Revision, Members, Door, Notes.
     const web = row(pools, `${entry}/web`);
     assert.ok(web, `a row for ${entry}/web: ${text(pools)}`);
-    assert.deepEqual([web[2], web[3], web[4], web[6], web[8], web[9]], ['1', '0', '0', '0', '1', '1'], web.join(' | '));
+    assert.deepEqual(
+      [web[2], web[3], web[4], web[6], web[8], web[9], web[10]],
+      ['1', '0', '0', '0', '1', '1', 'no door'],
+      web.join(' | '),
+    );
     const idle = row(pools, `${entry}/idle`);
     assert.ok(idle, `a row for ${entry}/idle: ${text(pools)}`);
-    assert.deepEqual([idle[2], idle[3], idle[9]], ['0', '0', '0'], idle.join(' | '));
+    assert.deepEqual([idle[2], idle[3], idle[9], idle[10]], ['0', '0', '0', 'no door'], idle.join(' | '));
+    const front = row(pools, `${entry}/front`);
+    assert.ok(front, `a row for ${entry}/front: ${text(pools)}`);
+    assert.deepEqual([front[2], front[8], front[10]], ['0', '1', '127.0.0.1:3128 1 of 2 exits up'], front.join(' | '));
+    // The door's exits as it reported them: role, and up or down.
+    const exits = section(dom, '', `class="door" aria-label="Door of ${entry}/front"`);
+    assert.match(text(exits), new RegExp(`^Door of ${entry}/front at 127\\.0\\.0\\.1:3128; reported `));
+    assert.deepEqual(row(exits, 'front-up1'), ['front-up1', 'serving', 'up']);
+    assert.deepEqual(row(exits, 'front-gone'), ['front-gone', 'draining', 'down']);
+    assert.match(
+      text(section(dom, '', `class="door" aria-label="Door of ${entry}/idle"`)),
+      new RegExp(`^No door: none has reported for ${entry}/idle\\.$`),
+    );
 
     // Member, Host, Role, State, Health, In discovery, Age, Exit address, Image, Last error.
     const m = row(section(dom, 'members'), member.name);
@@ -245,7 +285,7 @@ describe('the fleet page in headless chromium (real API, dev server, a real work
 /**
  * The page's own behaviour where the real API cannot be made to answer it on demand: the API's
  * routes over stand-in stores (test/support/fake-store.ts, fake-hosts.ts). A value holding HTML
- * is shown as text, a cordoned and an unreachable host as such, a later refresh shows changed
+ * (a member's last error, a door's address) is shown as text, a cordoned and an unreachable host as such, a later refresh shows changed
  * counts, while the API answers 503 the page says so and retries, then recovers, and an API
  * without /v1/hosts (404) leaves the hosts out and shows the rest.
  */
@@ -310,6 +350,14 @@ describe('the fleet page in headless chromium (the API over stand-in stores)', {
         available: 1,
         updated: 1,
         rollout: { revision: 2, startedAt: 'x', lastProgressAt: 'x', step: 'surging 1 of 2' },
+        door: {
+          listen: `${xss}:3128`,
+          exits: [
+            { name: 'crawl-a1', role: 'serving', up: true },
+            { name: 'crawl-b2', role: 'serving', up: false },
+          ],
+          at: '2026-12-06T10:00:00.000Z',
+        },
         members: [
           fakeMember({ name: 'crawl-a1' }),
           fakeMember({ name: 'crawl-b2', healthy: 'False', available: false, host: 'hv2', lastError: xss }),
@@ -335,6 +383,9 @@ describe('the fleet page in headless chromium (the API over stand-in stores)', {
       ['Progressing', '2', '2', '1', '1', '0', 'surging 1 of 2'],
       crawl?.join(' | '),
     );
+    assert.equal(crawl[10], `${xss}:3128 1 of 2 exits up`, "the door's address as text");
+    const exits = section(dom, '', 'class="door" aria-label="Door of lab/crawl"');
+    assert.deepEqual(row(exits, 'crawl-b2'), ['crawl-b2', 'serving', 'down']);
     const b2 = row(section(dom, 'members'), 'crawl-b2');
     assert.deepEqual(b2?.slice(1, 6), ['hv2', 'serving', 'Running', 'Unhealthy', 'no'], b2?.join(' | '));
     assert.equal(b2?.[9], xss, 'the error as text');
