@@ -1,8 +1,12 @@
 // `egressctl proxy up`: starts a proxy's lifecycle workflow (ID `proxy/<entry>/<name>`) as the API
-// does (proxies.ts: the same spec finds the run already open, another spec is a conflict), then follows its `status` query until the proxy is Healthy, printing progress
-// (state changes, image upload bytes and rate, boot, address, probes) on stderr; at the end, its
-// address, a `curl` line that uses it (run here where this machine routes to the guest, else on
-// its host over SSH) and the Web UI link to its run. Stdout gets one JSON line.
+// does (proxies.ts: the same spec finds the run already open, another spec is a conflict), then
+// reads its `status` query until the proxy is Healthy: again as soon as the workflow's history
+// grows (a long poll on it: every change of the status is recorded by a workflow task, so Healthy
+// is seen when it is recorded), and at least every POLL_MS for what no event marks (the image
+// upload's bytes). It prints progress (state changes, image upload bytes and rate, boot, address,
+// probes) on stderr; at the end, its address, a `curl` line that uses it (run here where this
+// machine routes to the guest, else on its host over SSH) and the Web UI link to its run. Stdout
+// gets one JSON line.
 import type { Client } from '@temporalio/client';
 import { proxyWorkflowId } from '../contracts/proxy.ts';
 import type { ProxySpec, ProxyStatus } from '../contracts/proxy.ts';
@@ -10,6 +14,8 @@ import { canonicalSpec, proxyStatus, sameSpec, startProxy } from './proxies.ts';
 
 export interface ProxyUpOptions {
   name: string;
+  /** The status is read at least this often, in ms (default POLL_MS); otherwise when the history grows. */
+  pollMs?: number;
   entry: string;
   imageKey: string;
   taskQueue: string;
@@ -90,50 +96,123 @@ export async function proxyUp(client: Client, o: ProxyUpOptions): Promise<ProxyU
   say(`Web UI: ${link}`);
 
   const deadline = performance.now() + o.waitMs;
-  let last: ProxyStatus | undefined;
-  let lastImageSaid = 0;
-  let queryFailures = 0;
-  for (;;) {
-    let st: ProxyStatus | undefined;
-    try {
-      st = await proxyStatus(client, o.entry, o.name, QUERY_BOUND_MS);
-      queryFailures = 0;
-    } catch (err) {
-      // No worker yet (it is starting) or a query overran: say so once in a while, keep waiting.
-      if (queryFailures++ % 10 === 0) say(`status query: ${(err as Error).message}`);
+  const pollMs = o.pollMs ?? POLL_MS;
+  const stop = new AbortController();
+  const grown = followHistory(client, workflowId, stop.signal, pollMs);
+  try {
+    return await follow();
+  } finally {
+    stop.abort();
+  }
+
+  async function follow(): Promise<ProxyUpResult> {
+    let last: ProxyStatus | undefined;
+    let lastImageSaid = 0;
+    let queryFailures = 0;
+    for (;;) {
+      let st: ProxyStatus | undefined;
+      try {
+        st = await proxyStatus(client, o.entry, o.name, QUERY_BOUND_MS);
+        queryFailures = 0;
+      } catch (err) {
+        // No worker yet (it is starting) or a query overran: say so once in a while, keep waiting.
+        if (queryFailures++ % 10 === 0) say(`status query: ${(err as Error).message}`);
+      }
+      if (st) {
+        describeChange(last, st, say, () => {
+          const now = performance.now();
+          if (now - lastImageSaid < 2_000) return false;
+          lastImageSaid = now;
+          return true;
+        });
+        last = st;
+        if (st.state === 'Failed')
+          throw new Error(`proxy ${o.name} failed: ${st.reason ?? ''} ${st.lastError?.message ?? ''}`);
+        if (st.state === 'Deleted' || st.state === 'Deleting') throw new Error(`proxy ${o.name} is ${st.state}`);
+        if (st.state === 'Running' && st.conditions.Healthy.status === 'True' && st.ip && st.host) {
+          const { curl, from } = await curlLine(o, st.host, st.ip, st.port);
+          return {
+            workflowId,
+            reused: running,
+            host: st.host,
+            ip: st.ip,
+            port: st.port,
+            curl,
+            curlFrom: from,
+            webUi: link,
+          };
+        }
+      }
+      if (performance.now() > deadline) {
+        throw new Error(
+          `proxy ${o.name} not Healthy within ${o.waitMs} ms; last status: ${JSON.stringify(last ?? 'none')}`,
+        );
+      }
+      await grown.next(Math.max(0, Math.min(pollMs, deadline - performance.now())));
     }
-    if (st) {
-      describeChange(last, st, say, () => {
-        const now = performance.now();
-        if (now - lastImageSaid < 2_000) return false;
-        lastImageSaid = now;
-        return true;
-      });
-      last = st;
-      if (st.state === 'Failed')
-        throw new Error(`proxy ${o.name} failed: ${st.reason ?? ''} ${st.lastError?.message ?? ''}`);
-      if (st.state === 'Deleted' || st.state === 'Deleting') throw new Error(`proxy ${o.name} is ${st.state}`);
-      if (st.state === 'Running' && st.conditions.Healthy.status === 'True' && st.ip && st.host) {
-        const { curl, from } = await curlLine(o, st.host, st.ip, st.port);
-        return {
-          workflowId,
-          reused: running,
-          host: st.host,
-          ip: st.ip,
-          port: st.port,
-          curl,
-          curlFrom: from,
-          webUi: link,
-        };
+  }
+}
+
+/**
+ * Long-polls the workflow's history (its current run; the next run after a continue-as-new) in the
+ * background until `signal` aborts; `next(ms)` resolves when new events arrived since the last
+ * call, or after `ms`. An error or a closed run pauses the poll for `pauseMs`.
+ */
+export function followHistory(
+  client: Client,
+  workflowId: string,
+  signal: AbortSignal,
+  pauseMs: number,
+): { next(ms: number): Promise<void> } {
+  let grew = false;
+  let wake: (() => void) | undefined;
+  const fire = (): void => {
+    grew = true;
+    wake?.();
+  };
+  const pause = (): Promise<void> =>
+    new Promise((resolve) => {
+      const t = setTimeout(resolve, pauseMs);
+      signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+    });
+  void (async () => {
+    let token: Uint8Array | undefined;
+    while (!signal.aborted) {
+      try {
+        const res = await client.withAbortSignal(signal, () =>
+          client.workflowService.getWorkflowExecutionHistory({
+            namespace: client.options.namespace,
+            execution: { workflowId },
+            ...(token === undefined ? {} : { nextPageToken: token }),
+            waitNewEvent: true,
+          }),
+        );
+        if ((res.history?.events?.length ?? 0) > 0) fire();
+        token =
+          res.nextPageToken !== undefined && res.nextPageToken !== null && res.nextPageToken.length > 0
+            ? res.nextPageToken
+            : undefined;
+        if (token === undefined) await pause(); // the run closed: its successor, if any, from its start
+      } catch {
+        token = undefined;
+        if (!signal.aborted) await pause();
       }
     }
-    if (performance.now() > deadline) {
-      throw new Error(
-        `proxy ${o.name} not Healthy within ${o.waitMs} ms; last status: ${JSON.stringify(last ?? 'none')}`,
-      );
-    }
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
-  }
+  })();
+  return {
+    next: (ms) =>
+      new Promise<void>((resolve) => {
+        const done = (): void => {
+          clearTimeout(t);
+          wake = undefined;
+          grew = false;
+          resolve();
+        };
+        const t = setTimeout(done, ms);
+        wake = done;
+        if (grew || signal.aborted) done();
+      }),
+  };
 }
 
 function describeChange(
