@@ -4,9 +4,16 @@
  * as test/e2e/pool.test.ts runs them. Two parts:
  *
  *  - load, alternating: requests per second and latency (p50, p99) through the door against the
- *    same requests straight to one member's Squid, for plain HTTP (keep-alive absolute-URI GETs)
+ *    same requests straight to the members' Squid, for plain HTTP (keep-alive absolute-URI GETs)
  *    and CONNECT (a new tunnel per request, one GET inside), at each --concurrency; the door's
- *    HAProxy CPU per request and peak RSS;
+ *    HAProxy CPU per request, the door service's (Node; its sync loop's CPU spread over the
+ *    requests, since no request passes through it) beside it, the connections the door
+ *    opened to the exits per request (HAProxy's `connect` and `reuse`), and peak RSS. Every door
+ *    request is a session (`bench-session-<k>`); each straight request goes to the member that
+ *    request's session is pinned to (read through the door's `/ip` first), so both variants
+ *    load the same guests alike. The door (bin/door) writes its stdout to a file, as under a
+ *    supervisor, and the target runs in a process of its own: the client's event loop carries
+ *    the same work in both variants;
  *  - a member's death (--deaths times): one session's member destroyed (`virsh destroy`) while
  *    that session sends a request every 50 ms through the door: the time from the destroy until
  *    its requests leave by the other member, the requests that failed, and when the door's status
@@ -21,10 +28,10 @@
  * every path (SIGINT and SIGTERM included). Traffic goes to loopback and to the guests through the
  * machine's routes into the hosts' veths (checked with `ip route get`).
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
@@ -33,13 +40,16 @@ import { poolDeleteUpdate, poolStatusQuery } from '../contracts/messages.ts';
 import { POOL_WORKFLOW_TYPE, poolAddresses, poolWorkflowId } from '../contracts/pool.ts';
 import type { PoolStatus } from '../contracts/pool.ts';
 import { poolTaskQueue } from '../contracts/task-queues.ts';
+import { doorSocketPath } from '../lib/door/config.ts';
+import { DoorRuntime } from '../lib/door/runtime.ts';
+import type { DoorServerConnections } from '../lib/door/runtime.ts';
 import type { DoorStatus } from '../lib/door/service.ts';
 import type { poolWorkflow } from '../workflows/pool/index.ts';
 import { cpuSecs, load, plainOnce } from './lib/proxy-load.ts';
 import type { Addr, Kind, Load } from './lib/proxy-load.ts';
 import { fmtLoad, HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, median, ratio, spread } from './lib/stats.ts';
-import { spawnService, spawnWorker, writeProvidersFile } from '../test/support/fleet.ts';
+import { spawnWorker, writeProvidersFile } from '../test/support/fleet.ts';
 import type { WorkerProcess } from '../test/support/fleet.ts';
 import { ImageMirror, sha256Hex } from '../test/support/mirror.ts';
 import {
@@ -50,7 +60,7 @@ import {
 } from '../test/support/pool-guests.ts';
 import { freePort } from '../test/support/sshd.ts';
 import { startTarget } from '../test/support/target.ts';
-import { connectClient, uniqueId } from '../test/support/temporal.ts';
+import { connectClient, PROJECT_ROOT, uniqueId } from '../test/support/temporal.ts';
 import { loadTestHosts, virsh } from '../test/support/testhosts.ts';
 
 const USAGE =
@@ -84,9 +94,9 @@ const client = await connectClient();
 let tmp = '';
 let mirror: ImageMirror | undefined;
 let target: Awaited<ReturnType<typeof startTarget>> | undefined;
-let web: http.Server | undefined;
+let web: ChildProcess | undefined;
 let worker: WorkerProcess | undefined;
-let door: WorkerProcess | undefined;
+let door: ChildProcess | undefined;
 let pool: WorkflowHandle<typeof poolWorkflow> | undefined;
 let cleaned = false;
 
@@ -98,18 +108,27 @@ async function cleanup(): Promise<void> {
     await Promise.race([pool.result().catch(() => undefined), sleep(5 * 60_000)]);
   }
   await deleteOpenMembers(client, `${entry}/web`).catch(() => undefined);
-  await door?.stop().catch(() => door?.kill());
+  await stopChild(door);
   await worker?.stop().catch(() => worker?.kill());
   await removeEntryObjects(hosts, entry, [`k${run}`]).catch(() => undefined);
   await target?.close();
-  web?.closeAllConnections();
-  web?.close();
+  await stopChild(web);
   await mirror?.close();
   if (tmp) await rm(tmp, { recursive: true, force: true });
   await client.connection.close();
 }
 for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   process.once(sig, () => void cleanup().finally(() => process.exit(130)));
+}
+
+/** SIGTERM, SIGKILL after 10 s; resolves once the process is gone. */
+async function stopChild(child: ChildProcess | undefined): Promise<void> {
+  if (child === undefined || child.exitCode !== null || child.signalCode !== null) return;
+  const gone = new Promise<void>((r) => child.once('exit', () => r()));
+  child.kill('SIGTERM');
+  const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await gone;
+  clearTimeout(t);
 }
 
 const status = (): Promise<PoolStatus> => pool!.query(poolStatusQuery);
@@ -144,14 +163,18 @@ async function main(): Promise<void> {
   mirror = await ImageMirror.start();
   const root = hosts[0]!.rootSideAddress;
   target = await startTarget(root);
-  // The load's target: a small fixed answer, or (`/ip`) the caller's address (the exit's own).
-  web = http.createServer((req, res) => {
-    const body = req.url === '/ip' ? `${req.socket.remoteAddress}\n` : 'ok\n';
-    res.writeHead(200, { 'content-length': Buffer.byteLength(body) });
-    res.end(body);
-  });
-  await new Promise<void>((resolve) => web!.listen(0, root, resolve));
-  const dest: Addr = { host: root, port: (web.address() as AddressInfo).port };
+  // The load's target, in a process of its own: a small fixed answer, or (`/ip`) the caller's
+  // address (the exit's own).
+  const dest: Addr = { host: root, port: await freePort() };
+  web = spawn(
+    process.execPath,
+    [
+      '-e',
+      `require('http').createServer((req, res) => { const body = req.url === '/ip' ? req.socket.remoteAddress + '\\n' : 'ok\\n'; ` +
+        `res.writeHead(200, { 'content-length': Buffer.byteLength(body) }); res.end(body); }).listen(${dest.port}, '${root}');`,
+    ],
+    { stdio: 'ignore' },
+  );
   const key = `k${run}`;
   const config = guestEntryConfig({
     entry,
@@ -186,12 +209,20 @@ async function main(): Promise<void> {
       ],
     }),
   );
-  door = await spawnService(
-    'bin/door',
+  // bin/door as a supervisor runs it: its stdout (its log and the decision lines) into a file.
+  const doorOut = openSync(join(tmp, 'door.out'), 'w');
+  door = spawn(
+    join(PROJECT_ROOT, 'bin/door'),
     ['--config', doorsFile, '--state-dir', join(tmp, 'doors'), '--http', `127.0.0.1:${doorHttp}`],
-    'door service running',
-    30_000,
+    { stdio: ['ignore', doorOut, doorOut], env: { ...process.env, LOG_LEVEL: 'info' } },
   );
+  closeSync(doorOut);
+  for (let i = 0; !(await doorState().catch(() => undefined)); i++) {
+    if (i > 300 || door.exitCode !== null)
+      throw new Error(`bin/door did not answer within 30 s:\n${await readFile(join(tmp, 'door.out'), 'utf8')}`);
+    await sleep(100);
+  }
+  const runtime = new DoorRuntime(doorSocketPath({ entry, pool: 'web' }, join(tmp, 'doors')));
   const t0 = performance.now();
   let st = await until((s) => s.phase === 'Ready' && s.available === 2, READY_BOUND_MS, 'the pool Ready');
   for (let i = 0; i < 600; i++) {
@@ -202,9 +233,32 @@ async function main(): Promise<void> {
   say(
     `pool of 2 Ready and in the door after ${((performance.now() - t0) / 1000).toFixed(1)} s; load ${fmtLoad(loadavg())}`,
   );
-  const exit = poolAddresses(st)[0]!;
-  const straight: Addr = { host: exit.address.split(':')[0]!, port: Number(exit.address.split(':')[1]) };
   const haproxyPid = (await doorState()).pid;
+  // Each session's member, read through the door: its straight requests go there.
+  const members = new Map(
+    poolAddresses(st).map((a) => [
+      a.address.split(':')[0]!,
+      { host: a.address.split(':')[0]!, port: Number(a.address.split(':')[1]) },
+    ]),
+  );
+  const sessionExit: Addr[] = [];
+  for (let k = 0; k < 64; k++) {
+    const ip = (await plainOnce(doorAddr, dest, `bench-session-${k}`, '/ip')).trim();
+    const m = members.get(ip);
+    if (!m) throw new Error(`bench-session-${k} left by ${ip}, not a member (${[...members.keys()].join(', ')})`);
+    sessionExit.push(m);
+  }
+  const straight = (k: number): Addr => sessionExit[k]!;
+  const perMember = (ks: number[]): string =>
+    [...members.keys()].map((ip) => `${ip} ${ks.filter((k) => sessionExit[k]!.host === ip).length}`).join(', ');
+  say(
+    `sessions per member: plain at 8 ${perMember([0, 1, 2, 3, 4, 5, 6, 7])}; plain at 1 ${perMember([0])}; CONNECT ${perMember([...Array(64).keys()])}`,
+  );
+  const connections = async (): Promise<DoorServerConnections> =>
+    [...(await runtime.connections()).values()].reduce(
+      (a, c) => ({ connects: a.connects + c.connects, reuses: a.reuses + c.reuses }),
+      { connects: 0, reuses: 0 },
+    );
 
   // Part 1: load, alternating straight and door.
   const variants = ['straight', 'door'] as const;
@@ -230,6 +284,8 @@ async function main(): Promise<void> {
         for (const v of order) {
           const n = kind === 'http' ? REQUESTS : CONNECTS;
           const cpu0 = cpuSecs(haproxyPid);
+          const svc0 = cpuSecs(door.pid);
+          const conn0 = v === 'door' ? await connections() : undefined;
           // Through the door every user is a session (each pinned to one exit, like a client's).
           const r = await load(
             kind,
@@ -237,9 +293,14 @@ async function main(): Promise<void> {
             dest,
             n,
             c,
-            v === 'door' ? (w) => `bench-session-${w}` : undefined,
+            v === 'door' ? (k) => `bench-session-${k}` : undefined,
           );
-          if (v === 'door') r.cpuUs = ((cpuSecs(haproxyPid) - cpu0) / n) * 1e6;
+          if (v === 'door') {
+            r.cpuUs = ((cpuSecs(haproxyPid) - cpu0) / n) * 1e6;
+            r.serviceCpuUs = ((cpuSecs(door.pid) - svc0) / n) * 1e6;
+            const conn1 = await connections();
+            r.connectsPerRequest = (conn1.connects - conn0!.connects) / n;
+          }
           res.set(k(v, kind, c), [...(res.get(k(v, kind, c)) ?? []), r]);
         }
       }
@@ -247,10 +308,10 @@ async function main(): Promise<void> {
     say(`round ${round + 1}/${ROUNDS} done (load ${fmtLoad(loadavg())})`);
   }
   say(
-    `${ROUNDS} rounds; plain: ${REQUESTS} keep-alive GETs, connect: ${CONNECTS} tunnels (one GET each); straight to ${exit.name}`,
+    `${ROUNDS} rounds; plain: ${REQUESTS} keep-alive GETs, connect: ${CONNECTS} tunnels (one GET each); straight to each session's member`,
   );
   say(
-    'variant   kind     conc  req/s med (min-max)   ratio  p50 ms med (min-max)  +p50 ms  p99 ms med (min-max)  CPU µs  errors',
+    'variant   kind     conc  req/s med (min-max)   ratio  p50 ms med (min-max)  +p50 ms  p99 ms med (min-max)  CPU µs  errors  service µs  connects/req',
   );
   for (const c of CONCURRENCY) {
     for (const kind of ['http', 'connect'] as const) {
@@ -273,13 +334,18 @@ async function main(): Promise<void> {
             fmtRange(spread(rs.map((x) => x.p99)), 3).padStart(22),
             (v === 'door' ? median(rs.map((x) => x.cpuUs ?? NaN)).toFixed(0) : '-').padStart(6),
             String(rs.reduce((a, x) => a + x.errors, 0)).padStart(7),
+            (v === 'door' ? median(rs.map((x) => x.serviceCpuUs ?? NaN)).toFixed(0) : '-').padStart(11),
+            (v === 'door' ? median(rs.map((x) => x.connectsPerRequest ?? NaN)).toFixed(3) : '-').padStart(13),
           ].join(' '),
         );
       }
     }
   }
-  const hwm = /VmHWM:\s+(\d+)/.exec(await readFile(`/proc/${haproxyPid}/status`, 'utf8').catch(() => ''))?.[1];
-  say(`the door's HAProxy: peak RSS ${hwm ? (Number(hwm) / 1024).toFixed(1) : '?'} MiB`);
+  const hwm = async (pid: number | undefined): Promise<string> => {
+    const kb = /VmHWM:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8').catch(() => ''))?.[1];
+    return kb ? (Number(kb) / 1024).toFixed(1) : '?';
+  };
+  say(`peak RSS: the door's HAProxy ${await hwm(haproxyPid)} MiB, the door service ${await hwm(door.pid)} MiB`);
 
   // Part 2: a member's death under one session's requests.
   for (let d = 0; d < DEATHS; d++) {
