@@ -3,7 +3,8 @@
 // unhealthy, rolls a new template through within its surge and unavailability budget, rolls back
 // a rollout that stalls, and rotates members by age. Members are proxy workflows it starts
 // (`proxy/<entry>/<pool>-<suffix>`) that report their changes back by signal, so a pool at rest
-// records nothing. The rules are the pure reconciler's (plan.ts); this file applies them.
+// records nothing but its 5-minute audit (docs/pools.md, "Size"). The rules are the pure
+// reconciler's (plan.ts); this file applies them.
 import { ApplicationFailure, allHandlersFinished, condition, setHandler, workflowInfo } from '@temporalio/workflow';
 import {
   poolDeleteUpdate,
