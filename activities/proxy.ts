@@ -205,11 +205,14 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
       return mapped(async () => {
         const { proxy } = input;
         const { entry, links } = registry.host(proxy.entry, input.host);
+        // A health read gets the probe's bound: a host that does not answer it that long is silent
+        // (the call kills its link: a host-link code), known then rather than at the link's
+        // keepalive, 15-20 s later (docs/health.md, "Detecting a silent host").
         const status = await getProxy({
           ...identity(proxy),
           links,
           network: entry.network,
-          rpcTimeoutMs: proxy.timeouts.rpcMs,
+          rpcTimeoutMs: Math.min(proxy.timeouts.rpcMs, proxy.health.probeTimeoutMs),
           signal: signal(),
         });
         return { state: status.state, ip: status.address?.ip, source: status.address?.source };
