@@ -45,6 +45,8 @@ export interface Round {
   bootMs?: number;
   /** From the route's removal until the lost members and their domains were gone. */
   cleanupMs?: number;
+  /** Members of the other host that the pool showed with hostUnreachableSince during the round (none expected). */
+  spurious?: string[];
   samples: number;
   /** Samples after t0 in which a CONNECT through a listed member failed. */
   failedSamples: number;
@@ -135,6 +137,7 @@ export function roundLine(r: Round): string {
     `replacement ${r.replacement ?? '—'} started ${s1(r.replacementStartMs)}, boot ${s1(r.bootMs)}, ` +
     `N restored ${s1(r.restoredMs)} (bound ${s1(g.restoreBoundMs)}: ${g.restoreOk ? 'met' : 'NOT met'}); ` +
     `cleanup ${s1(r.cleanupMs)} after the route went; ${r.failedSamples}/${r.samples} samples with a failed CONNECT; load ${r.load.toFixed(2)}` +
+    (r.spurious?.length ? `; reported silent on the answering host: ${r.spurious.join(', ')}` : '') +
     (r.firstFailError ? `; first failure: ${r.firstFailError}` : '')
   );
 }
