@@ -74,10 +74,13 @@ export function nextDueMs(nowMs: number, waitMs: number, intervalMs: number, anc
   return anchorMs + Math.ceil((nowMs + waitMs / 2 - anchorMs) / waitMs) * waitMs;
 }
 
-/** A new watch's state: from the workflow's last known state; polled at once, or after an interval with `waitFirst`. */
+/**
+ * A new watch's state: from the workflow's last known state; polled at once, or with `waitFirst`
+ * after the wait the per-proxy monitor takes (pollWaitMs: a booting proxy's second, else an interval).
+ */
 function started(w: HostWatch, nowMs: number): WatchState {
   const st = w.input.state;
-  const first = w.input.waitFirst === true ? w.input.proxy.health.intervalMs : 0;
+  const first = w.input.waitFirst === true ? pollWaitMs(st.status, w.input.proxy.health) : 0;
   return { token: w.token, seq: 0, state: st, knownKey: monitorKey(st), dueAtMs: nowMs + first };
 }
 

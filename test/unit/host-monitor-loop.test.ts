@@ -9,6 +9,7 @@ import { describe, it } from 'node:test';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { IDLE_RETURN_MS, nextDueMs, runHostMonitor } from '../../activities/host-monitor.ts';
 import type { HostMonitorIo } from '../../activities/host-monitor.ts';
+import { BOOT_POLL_MS } from '../../contracts/health.ts';
 import type { MonitorState } from '../../contracts/health.ts';
 import type {
   HostMonitorActivityResult,
@@ -17,7 +18,7 @@ import type {
   HostWatch,
 } from '../../contracts/host-monitor.ts';
 import type { ProbeOutcome, VmReading } from '../../contracts/proxy.ts';
-import { initialStatus } from '../../workflows/proxy/status.ts';
+import { initialStatus, markBooting, markVmRunning } from '../../workflows/proxy/status.ts';
 import { resolvedProxy } from '../support/workflow-harness.ts';
 
 const INTERVAL = 15_000;
@@ -194,6 +195,17 @@ describe('the host monitor loop', () => {
     const st = second.beats.at(-1)!.watches['proxy/e1/a']!;
     assert.ok(st.state.status.health.totalOk >= okBefore + 3, `${okBefore} → ${st.state.status.health.totalOk}`);
     assert.equal(second.told.length, 0, 'Healthy was told before the retry: not again');
+  });
+
+  it('a booting watch that waits first polls at the boot cadence, not after a whole interval', async () => {
+    const w = new World();
+    const base = watch('b');
+    const at = new Date(T0).toISOString();
+    const booting = { ...base.input.state, status: markBooting(markVmRunning(base.input.state.status, at), at) };
+    w.set([{ ...base, input: { ...base.input, state: booting, waitFirst: true } }]);
+    const res = await run(w, T0 + 3 * BOOT_POLL_MS);
+    assert.equal(res.reason, 'Checkpoint');
+    assert.ok((w.polls.get('b') ?? 0) >= 1, `polled ${w.polls.get('b') ?? 0} times in ${3 * BOOT_POLL_MS} ms`);
   });
 
   it('a new token replaces the watch; with nothing to watch the loop returns Idle', async () => {
