@@ -412,6 +412,16 @@ async function printAnalysis(domain: string): Promise<void> {
     return '(still running after 20 s)';
   };
   try {
+    // The agent starts after Squid (the image orders it so): wait for it, bounded.
+    for (let k = 0; ; k++) {
+      const ok = await virsh(host, 'qemu-agent-command', domain, '{"execute":"guest-ping"}').then(
+        () => true,
+        () => false,
+      );
+      if (ok) break;
+      if (k >= 60) throw new Error('the guest agent did not answer guest-ping within 30 s');
+      await sleep(500);
+    }
     for (const argv of [
       ['/usr/bin/systemd-analyze', 'time'],
       ['/bin/sh', '-c', 'systemd-analyze blame --no-pager | head -n 15'],
