@@ -60,6 +60,9 @@ export function maxProxiesOf(entry: ProviderEntry, host: HostConfig): { maxProxi
   return entry.health.monitor === 'host' ? { maxProxies: HOST_MONITOR_MAX_WATCHES } : {};
 }
 
+/** The least bound of a health read, whatever `health.probeTimeoutMs` says: a dial must fit in it. */
+export const HEALTH_READ_MIN_MS = 5_000;
+
 export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMetrics) {
   const surveys = new Map<string, { at: number; result: Promise<HostSurvey[]> }>();
   /** One survey shared by every caller within {@link SURVEY_TTL_MS} (no caller's signal ends it). */
@@ -205,14 +208,15 @@ export function createProxyActivities(registry: HostRegistry, metrics?: WorkerMe
       return mapped(async () => {
         const { proxy } = input;
         const { entry, links } = registry.host(proxy.entry, input.host);
-        // A health read gets the probe's bound: a host that does not answer it that long is silent
-        // (the call kills its link: a host-link code), known then rather than at the link's
-        // keepalive, 15-20 s later (docs/health.md, "Detecting a silent host").
+        // A health read gets the probe's bound (at least HEALTH_READ_MIN_MS, room for a dial): a
+        // host that does not answer it that long is silent (the call kills its link: a host-link
+        // code), known then rather than at the link's keepalive, 15-20 s later (docs/health.md,
+        // "Detecting a silent host").
         const status = await getProxy({
           ...identity(proxy),
           links,
           network: entry.network,
-          rpcTimeoutMs: Math.min(proxy.timeouts.rpcMs, proxy.health.probeTimeoutMs),
+          rpcTimeoutMs: Math.min(proxy.timeouts.rpcMs, Math.max(proxy.health.probeTimeoutMs, HEALTH_READ_MIN_MS)),
           signal: signal(),
         });
         return { state: status.state, ip: status.address?.ip, source: status.address?.source };

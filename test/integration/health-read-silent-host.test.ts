@@ -1,7 +1,7 @@
 /**
  * A health read (the readProxyVm activity the monitors poll with) on a test host whose SSH stops
  * answering (every segment dropped both ways, no RST) ends within the probe's bound
- * (`health.probeTimeoutMs`) with a host-link code, not when the link's keepalive gives up (about
+ * (`health.probeTimeoutMs`, at least 5 s: 5 s here) with a host-link code, not when the link's keepalive gives up (about
  * 15-20 s): so the monitor knows the host is silent one probe's bound after its poll began, and
  * the member leaves discovery then (docs/health.md, "Detecting a silent host"). The operations'
  * budget (`timeouts.rpcMs`, 60 s here) is longer than the keepalive, as it is by default. Once the
