@@ -538,6 +538,8 @@ export function renderDoor(spec: DoorSpec): string {
     '# Rendered by lib/door/haproxy.ts: edits here are overwritten.',
     'global',
     '  maxconn 4096',
+    // One thread: two write their decision lines to stdout at once and HAProxy drops one (DroppedLogs).
+    '  nbthread 1',
     `  stats socket ${spec.runtimeSocket} mode 600 level admin`,
     ...(log ? ['  log stdout format raw local0'] : []),
     '',
