@@ -13,8 +13,11 @@
  *    `Proxy-Authenticate: Basic`.
  *    `Proxy-Authorization` never reaches an exit.
  *  - Exit choice: `balance hash var(txn.key)` with `hash-type consistent`. A session's key is
- *    `<credential>-session-<id>`, so every request of a session goes to one exit while that exit
- *    is in the pool, and adding or removing an exit moves only the sessions that must move. With
+ *    `<credential>-session-<id>@<start>`, where `start` is when its current run of requests began
+ *    (a stick table, {@link DOOR_IDLE_TABLE}, whose entry expires after `sessionIdleMinutes`
+ *    without a request), so every request of a session goes to one exit while that exit is in the
+ *    pool and the session is not idle that long, and adding or removing an exit moves only the
+ *    sessions that must move. With
  *    `-lifetime-<m>` the key is `<credential>-session-<id>/<period>`, where the period counts
  *    whole lifetimes since the session's first request (kept in a stick table,
  *    {@link DOOR_SESSION_TABLE}): the session keeps its exit for its first `m` minutes, and each
@@ -52,9 +55,15 @@ import { blockCovers, parseCidr, RESERVED_DESTINATIONS } from '../../contracts/c
 import { isDestinationDomain } from '../config/egress.ts';
 import { ProjectError } from '../errors.ts';
 import type { ErrorKind } from '../errors.ts';
-import { DOOR_CREDENTIAL_TABLE, DOOR_SESSION_TABLE, DOOR_TUNNEL_TABLE } from './table.ts';
+import { DOOR_CREDENTIAL_TABLE, DOOR_IDLE_TABLE, DOOR_SESSION_TABLE, DOOR_TUNNEL_TABLE } from './table.ts';
 
-export { DOOR_CREDENTIAL_TABLE, DOOR_SESSION_TABLE, DOOR_TUNNEL_TABLE, parseDoorCredentialTable } from './table.ts';
+export {
+  DOOR_CREDENTIAL_TABLE,
+  DOOR_IDLE_TABLE,
+  DOOR_SESSION_TABLE,
+  DOOR_TUNNEL_TABLE,
+  parseDoorCredentialTable,
+} from './table.ts';
 export type { DoorCredentialCounters } from './table.ts';
 
 /** The backend's name: runtime API commands address an exit as `exits/<name>`. */
@@ -85,6 +94,8 @@ export const DOOR_SESSION_USER_RE =
   /^(.+)-session-[A-Za-z0-9_.]{1,64}(-lifetime-([1-9][0-9]{0,2}|1[0-3][0-9]{2}|14[0-3][0-9]|1440))?$/;
 /** The longest session lifetime, in minutes (a day: the session table forgets a session idle that long). */
 export const DOOR_MAX_LIFETIME_MINUTES = 1440;
+/** Minutes without a request that end a session without a lifetime, unless the spec says otherwise. */
+export const DOOR_SESSION_IDLE_MINUTES = 10;
 /** An exit name: an HAProxy server name, short enough to read in `show servers state`. */
 export const DOOR_EXIT_RE = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$/;
 /**
@@ -160,6 +171,11 @@ export interface DoorSpec {
   allowReserved?: string[];
   /** One JSON decision line per request on HAProxy's stdout. Default true. */
   decisionLog?: boolean;
+  /**
+   * Minutes without a request after which a session without a lifetime ends: its next request
+   * starts it again, on the exit the hash gives it then. Default {@link DOOR_SESSION_IDLE_MINUTES}.
+   */
+  sessionIdleMinutes?: number;
 }
 
 /**
@@ -452,6 +468,15 @@ export function validateDoor(spec: DoorSpec): void {
   checkInt('health.interMs', h.interMs, 100, 3_600_000, 'give the check interval in milliseconds, e.g. 1000');
   checkInt('health.fall', h.fall, 1, 100, 'give the failed checks before an exit is down, e.g. 2');
   checkInt('health.rise', h.rise, 1, 100, 'give the passed checks before an exit is up again, e.g. 1');
+  if (spec.sessionIdleMinutes !== undefined) {
+    checkInt(
+      'sessionIdleMinutes',
+      spec.sessionIdleMinutes,
+      1,
+      DOOR_MAX_LIFETIME_MINUTES,
+      `give whole minutes, 1-${DOOR_MAX_LIFETIME_MINUTES}, or leave it out for ${DOOR_SESSION_IDLE_MINUTES}`,
+    );
+  }
   if (spec.decisionLog !== undefined && typeof spec.decisionLog !== 'boolean') {
     throw new DoorSpecError(
       'decisionLog',
@@ -603,7 +628,12 @@ export function renderDoor(spec: DoorSpec): string {
     // Counted per credential from here on: requests, rate and bytes (lib/door/table.ts).
     `  http-request track-sc0 var(txn.user) table ${DOOR_CREDENTIAL_TABLE}`,
     // The hash key: the session; with a lifetime, the session and the lifetimes since its first request.
-    '  http-request set-var(txn.key) var(txn.session) if door_session !door_lifetime',
+    // Without a lifetime: the session and the start of its current run of requests, which ends when
+    // the session is idle for sessionIdleMinutes (its entry expires; an open tunnel keeps it).
+    `  http-request track-sc2 var(txn.session) table ${DOOR_IDLE_TABLE} if door_session !door_lifetime`,
+    '  http-request sc-set-gpt0(2) date if door_session !door_lifetime { sc_get_gpt0(2) eq 0 }',
+    '  http-request set-var(txn.start) sc_get_gpt0(2) if door_session !door_lifetime',
+    '  http-request set-var(txn.key) var(txn.session),concat(@,txn.start) if door_session !door_lifetime',
     `  http-request track-sc2 var(txn.session) table ${DOOR_SESSION_TABLE} if door_session door_lifetime`,
     '  http-request sc-set-gpt0(2) date if door_session door_lifetime { sc_get_gpt0(2) eq 0 }',
     '  http-request set-var(txn.lifesec) var(txn.name),regsub(^.*-lifetime-,),mul(60) if door_session door_lifetime',
@@ -667,6 +697,9 @@ export function renderDoor(spec: DoorSpec): string {
     '',
     `backend ${DOOR_SESSION_TABLE}`,
     `  stick-table type string len 160 size 200k expire ${DOOR_MAX_LIFETIME_MINUTES}m store gpt0`,
+    '',
+    `backend ${DOOR_IDLE_TABLE}`,
+    `  stick-table type string len 160 size 200k expire ${spec.sessionIdleMinutes ?? DOOR_SESSION_IDLE_MINUTES}m store gpt0`,
     '',
   ].join('\n');
 }

@@ -19,6 +19,8 @@ export const DOOR_CREDENTIAL_TABLE = 'door_creds';
 export const DOOR_TUNNEL_TABLE = 'door_tunnels';
 /** Sessions with a lifetime: when each one's first request came (`gpt0`, Unix seconds). */
 export const DOOR_SESSION_TABLE = 'door_sessions';
+/** Sessions without a lifetime: when their current run of requests began (`gpt0`); expire when idle. */
+export const DOOR_IDLE_TABLE = 'door_idle';
 
 /** One credential's counters; a field is 0 when its table has no entry for the credential. */
 export interface DoorCredentialCounters {

@@ -26,6 +26,7 @@ import { after, before, describe, it } from 'node:test';
 import {
   DOOR_CREDENTIAL_TABLE,
   DOOR_DECISION_MSG,
+  DOOR_IDLE_TABLE,
   DOOR_SESSION_TABLE,
   DOOR_TUNNEL_TABLE,
   doorServerOptions,
@@ -325,6 +326,30 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
       80,
     );
     assert.ok(lines.every((d) => d['credential'] === 'user' && d['decision'] === 'allow'));
+  });
+
+  it('ends a session without a lifetime once it is idle: its next request chooses its exit again', async () => {
+    const sessions = Array.from({ length: 20 }, (_, i) => `user-session-I${i}`);
+    const exitOf = async (user: string, tag: string): Promise<string> => {
+      const seen = new Set<string>();
+      for (let k = 0; k < 4; k++)
+        seen.add(via(await viaDoor(door, `http://${HOST}:${target}/${tag}${k}`, basic(user))));
+      assert.equal(seen.size, 1, `${user} (${tag}) left by ${[...seen].join(' and ')}`);
+      return [...seen][0]!;
+    };
+    const first = new Map<string, string>();
+    for (const u of sessions) first.set(u, await exitOf(u, 'first'));
+    const table = await runtimeCommand(sock, `show table ${DOOR_IDLE_TABLE}`);
+    for (const u of sessions) {
+      const m = new RegExp(`key=${u} .*gpt0=(\\d+)`).exec(table);
+      assert.ok(m && Number(m[1]) > 0, `no start for ${u} in ${DOOR_IDLE_TABLE}:\n${table}`);
+    }
+    // Idle past sessionIdleMinutes: the entries expire, as clearing them does here.
+    for (const u of sessions) assert.equal(await runtimeCommand(sock, `clear table ${DOOR_IDLE_TABLE} key ${u}`), '\n');
+    await sleep(1_100); // a new run of requests starts in a later second
+    let moved = 0;
+    for (const u of sessions) if ((await exitOf(u, 'again')) !== first.get(u)) moved++;
+    assert.ok(moved > 0, 'no session changed exit after it was idle');
   });
 
   it('refuses a credential’s destinations outside its allow list with 403 at the door', async () => {

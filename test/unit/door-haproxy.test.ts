@@ -110,7 +110,21 @@ describe('renderDoor', () => {
         'http-request set-header Authorization "Basic %[var(txn.base),concat(:,txn.pass),base64]" if { var(txn.base) -m found } !{ var(txn.user) -m found }',
       ),
     );
-    assert.ok(lines.includes('http-request set-var(txn.key) var(txn.session) if door_session !door_lifetime'));
+    // No lifetime: the key holds when the session's current run of requests began; its entry in
+    // door_idle expires after sessionIdleMinutes (default 10) without a request.
+    assert.ok(lines.includes('http-request track-sc2 var(txn.session) table door_idle if door_session !door_lifetime'));
+    assert.ok(
+      lines.includes(
+        'http-request set-var(txn.key) var(txn.session),concat(@,txn.start) if door_session !door_lifetime',
+      ),
+    );
+    assert.ok(lines.includes('stick-table type string len 160 size 200k expire 10m store gpt0'));
+    assert.ok(
+      renderDoor({ ...spec(), sessionIdleMinutes: 3 })
+        .split('\n')
+        .map((l) => l.trim())
+        .includes('stick-table type string len 160 size 200k expire 3m store gpt0'),
+    );
     // A lifetime: the key holds the lifetimes passed since the session's first request.
     assert.ok(lines.includes('http-request sc-set-gpt0(2) date if door_session door_lifetime { sc_get_gpt0(2) eq 0 }'));
     assert.ok(
@@ -398,6 +412,8 @@ describe('validateDoor rejects', () => {
       /tunnels allowed open/,
     ],
     ['decisionLog', (s) => (s.decisionLog = 'yes' as never), /true or false/],
+    ['sessionIdleMinutes', (s) => (s.sessionIdleMinutes = 0), /whole minutes, 1-1440/],
+    ['sessionIdleMinutes', (s) => (s.sessionIdleMinutes = 2.5), /whole minutes, 1-1440/],
   ];
   for (const [field, mutate, fix] of bad) {
     it(`a bad ${field} (${mutate.toString().replace(/^\(s\) => /, '')})`, () => {
