@@ -290,15 +290,16 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
     assert.deepEqual(seen, new Set(['exit-a', 'exit-b']));
   });
 
+  /** The one exit four plain GETs of `user` leave by (asserted to be one). */
+  const exitOf = async (user: string, tag: string): Promise<string> => {
+    const seen = new Set<string>();
+    for (let k = 0; k < 4; k++) seen.add(via(await viaDoor(door, `http://${HOST}:${target}/${tag}${k}`, basic(user))));
+    assert.equal(seen.size, 1, `${user} (${tag}) left by ${[...seen].join(' and ')}`);
+    return [...seen][0]!;
+  };
+
   it('keeps a session with a lifetime on one exit until its lifetime has passed, then chooses again', async () => {
     const lifetimes = Array.from({ length: 10 }, (_, i) => `user-session-L${i}-lifetime-10`);
-    const exitOf = async (user: string, tag: string): Promise<string> => {
-      const seen = new Set<string>();
-      for (let k = 0; k < 4; k++)
-        seen.add(via(await viaDoor(door, `http://${HOST}:${target}/${tag}${k}`, basic(user))));
-      assert.equal(seen.size, 1, `${user} (${tag}) left by ${[...seen].join(' and ')}`);
-      return [...seen][0]!;
-    };
     const first = new Map<string, string>();
     for (const u of lifetimes) first.set(u, await exitOf(u, 'first'));
     const table = await runtimeCommand(sock, `show table ${DOOR_SESSION_TABLE}`);
@@ -330,13 +331,6 @@ describe('the door (HAProxy) in front of two Squid exits, on loopback', { timeou
 
   it('ends a session without a lifetime once it is idle: its next request chooses its exit again', async () => {
     const sessions = Array.from({ length: 20 }, (_, i) => `user-session-I${i}`);
-    const exitOf = async (user: string, tag: string): Promise<string> => {
-      const seen = new Set<string>();
-      for (let k = 0; k < 4; k++)
-        seen.add(via(await viaDoor(door, `http://${HOST}:${target}/${tag}${k}`, basic(user))));
-      assert.equal(seen.size, 1, `${user} (${tag}) left by ${[...seen].join(' and ')}`);
-      return [...seen][0]!;
-    };
     const first = new Map<string, string>();
     for (const u of sessions) first.set(u, await exitOf(u, 'first'));
     const table = await runtimeCommand(sock, `show table ${DOOR_IDLE_TABLE}`);
