@@ -107,6 +107,8 @@ const UNHEALTHY_BOUND_MS = HEALTH.unhealthyAfter * (HEALTH_INTERVAL_MS + HEALTH.
 const HEALTHY_AGAIN_BOUND_MS = HEALTH.healthyAfter * (HEALTH_INTERVAL_MS + HEALTH.probeTimeoutMs) + 30_000;
 /** systemctl stop or start of Squid in the guest, through the guest agent. */
 const STOP_BOUND_MS = 60_000;
+/** How long a guest agent command waits for a fresh guest's agent to connect. */
+const AGENT_CONNECT_MS = 60_000;
 /** How often the Squid-stopped check queries the status (the resolution of the lag it measures). */
 const QUERY_EVERY_MS = 100;
 const IMAGE_BOUND_MS = 10 * 60_000;
@@ -297,13 +299,27 @@ describe('validation through the workflows: the issue table, measured', { timeou
     const status = how === 'connect' ? Number(m[2]) : Number(m[1]);
     return { status, headers: out.slice(0, out.indexOf('\r\n\r\n') + 1) };
   };
-  /** One guest agent command to `domain`'s qemu-guest-agent (through virsh in the host). */
-  const agent = async (domain: string, cmd: unknown): Promise<Record<string, unknown>> =>
-    (
-      JSON.parse(await virsh('qemu-agent-command', domain, JSON.stringify(cmd), '--timeout', '20')) as {
-        return: Record<string, unknown>;
+  /**
+   * One guest agent command to `domain`'s qemu-guest-agent (through virsh in the host). Squid is
+   * up before the agent in a fresh guest, so a command waits up to AGENT_CONNECT_MS for the agent
+   * to connect (every 500 ms); any other error is thrown at once.
+   */
+  const agent = async (domain: string, cmd: unknown): Promise<Record<string, unknown>> => {
+    const deadline = performance.now() + AGENT_CONNECT_MS;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const out = await virsh('qemu-agent-command', domain, JSON.stringify(cmd), '--timeout', '20');
+        return (JSON.parse(out) as { return: Record<string, unknown> }).return;
+      } catch (e) {
+        const notYet = /guest agent is not connected|Guest agent is not responding/i.test(String((e as Error).message));
+        if (!notYet || performance.now() > deadline)
+          throw new Error(
+            `guest agent of ${domain} (attempt ${attempt}, ${AGENT_CONNECT_MS} ms bound): ${(e as Error).message}`,
+          );
+        await sleep(500);
       }
-    ).return;
+    }
+  };
   /** Runs `path args` in the guest through the guest agent (guest-exec); its exit code and stdout, within `boundMs`. */
   const guestExec = async (
     domain: string,
