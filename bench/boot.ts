@@ -70,7 +70,7 @@ import { HELP_OPTION, printUsageIfAsked, sleep } from './lib/run.ts';
 import { fmtRange, ratio, spread } from './lib/stats.ts';
 
 const USAGE =
-  'node bench/boot.ts --image A.qcow2 [--image B.qcow2 ...] [--boots 5] [--host ep-h1] [--bound-s 240] [--analyze] [--seed ep-seed|cloud-init ...] [--vcpus 1] [--console-dir DIR] [--record FILE] [--base PATH] | --table-from FILE...';
+  'node bench/boot.ts --image A.qcow2 [--image B.qcow2 ...] [--boots 5] [--host ep-h1] [--bound-s 240] [--analyze] [--seed ep-seed|cloud-init ...] [--vcpus 1 ...] [--console-dir DIR] [--record FILE] [--base PATH] | --table-from FILE...';
 const { values } = parseArgs({
   options: {
     image: { type: 'string', multiple: true, default: [] },
@@ -79,7 +79,7 @@ const { values } = parseArgs({
     'bound-s': { type: 'string', default: '240' },
     analyze: { type: 'boolean', default: false },
     seed: { type: 'string', multiple: true, default: ['ep-seed'] },
-    vcpus: { type: 'string', default: '1' },
+    vcpus: { type: 'string', multiple: true, default: ['1'] },
     'console-dir': { type: 'string' },
     record: { type: 'string' },
     'table-from': { type: 'string', multiple: true, default: [] },
@@ -100,8 +100,12 @@ for (const k of SEEDS) {
     throw new Error(`--seed must be ep-seed or cloud-init, got ${JSON.stringify(k)}: ${USAGE}`);
 }
 const BOUND_MS = Number(values['bound-s']) * 1000;
-const VCPUS = Number(values.vcpus);
-for (const [flag, v] of Object.entries({ boots: BOOTS, 'bound-s': BOUND_MS, vcpus: VCPUS })) {
+const VCPUS = [...new Set(values.vcpus.map(Number))];
+for (const [flag, v] of [
+  ['boots', BOOTS],
+  ['bound-s', BOUND_MS],
+  ...VCPUS.map((n): [string, number] => ['vcpus', n]),
+] as [string, number][]) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`--${flag} must be a whole number of at least 1, got ${v}`);
 }
 
@@ -151,6 +155,8 @@ interface Boot {
   image: number;
   /** The seed it booted with (absent in records from before --seed could be given twice: `ep-seed`, or the run's one --seed). */
   seed?: SeedKind;
+  /** Its vCPUs (absent in records from before --vcpus could be given twice: the run's one --vcpus). */
+  vcpus?: number;
   createMs: number;
   addressMs: number;
   healthyMs: number;
@@ -206,7 +212,7 @@ const squidOf = (h: TestHost): ResolvedSquid => ({
 });
 
 /** One boot of image `i` as proxy `name`; deletes it afterwards whatever happened. */
-async function boot(i: number, seedKind: SeedKind, name: string, analyze: boolean): Promise<Boot> {
+async function boot(i: number, seedKind: SeedKind, vcpus: number, name: string, analyze: boolean): Promise<Boot> {
   const { entry, image } = bases[i]!;
   const names = proxyObjectNames({ ownerUid: owner, entry, name });
   const load = loadavg()[0]!;
@@ -222,7 +228,7 @@ async function boot(i: number, seedKind: SeedKind, name: string, analyze: boolea
       pool: host.pool,
       network: host.network,
       domainType: host.domainType,
-      vcpus: VCPUS,
+      vcpus,
       memoryMiB: 512,
       diskGiB: 4,
       base: { path: image!.path, format: 'qcow2' },
@@ -264,6 +270,7 @@ async function boot(i: number, seedKind: SeedKind, name: string, analyze: boolea
     const result = (failed?: string, monitorHealthyMs?: number): Boot => ({
       image: i,
       seed: seedKind,
+      vcpus,
       createMs: start - t0,
       addressMs: addressAt - start,
       healthyMs: failed ? NaN : first200,
@@ -505,22 +512,23 @@ async function main(): Promise<void> {
   const boots: Boot[] = [];
   for (let k = 0; k < BOOTS; k++) {
     for (const [j, seedKind] of SEEDS.entries())
-      for (let i = 0; i < IMAGES.length; i++) {
-        const b = await boot(i, seedKind, `b${k}s${j}`, values.analyze && k === BOOTS - 1);
-        boots.push(b);
-        say(
-          `image ${i} (${seedKind} seed) boot ${k + 1}/${BOOTS} (load ${b.load.toFixed(2)})${b.failed ? ` FAILED: ${b.failed}` : ''}: define+start ${s(b.createMs)} s, ` +
-            `start → address ${s(b.addressMs)} s (${b.source}), → 200 ${s(b.healthyMs)} s (${b.probes} probes), → Healthy ${b.monitorHealthyMs === undefined ? '—' : s(b.monitorHealthyMs)} s; ` +
-            `console: ${SHORT.map((what, j) => `${what} ${b.stages[j] === undefined ? '—' : s(b.stages[j])}`).join(', ')}`,
-        );
-        if (values.record) {
-          const rec: BootRecord = { ...b, imagePath: IMAGES[i]!, host: host.name, at: new Date().toISOString() };
-          await appendFile(values.record, `${JSON.stringify(rec)}\n`);
+      for (const vcpus of VCPUS)
+        for (let i = 0; i < IMAGES.length; i++) {
+          const b = await boot(i, seedKind, vcpus, `b${k}s${j}c${vcpus}`, values.analyze && k === BOOTS - 1);
+          boots.push(b);
+          say(
+            `image ${i} (${seedKind} seed, ${vcpus} vCPU) boot ${k + 1}/${BOOTS} (load ${b.load.toFixed(2)})${b.failed ? ` FAILED: ${b.failed}` : ''}: define+start ${s(b.createMs)} s, ` +
+              `start → address ${s(b.addressMs)} s (${b.source}), → 200 ${s(b.healthyMs)} s (${b.probes} probes), → Healthy ${b.monitorHealthyMs === undefined ? '—' : s(b.monitorHealthyMs)} s; ` +
+              `console: ${SHORT.map((what, j) => `${what} ${b.stages[j] === undefined ? '—' : s(b.stages[j])}`).join(', ')}`,
+          );
+          if (values.record) {
+            const rec: BootRecord = { ...b, imagePath: IMAGES[i]!, host: host.name, at: new Date().toISOString() };
+            await appendFile(values.record, `${JSON.stringify(rec)}\n`);
+          }
         }
-      }
   }
   say(
-    `host ${host.name} (${host.domainType}), ${VCPUS} vCPU, ${SEEDS.join(' and ')} seed, ${BOOTS} boots per image and seed, alternating`,
+    `host ${host.name} (${host.domainType}), ${VCPUS.join(' and ')} vCPU, ${SEEDS.join(' and ')} seed, ${BOOTS} boots per image, seed and vCPU count, alternating`,
   );
   printTable(boots.map((b) => ({ ...b, imagePath: IMAGES[b.image]! })));
 }
@@ -534,8 +542,10 @@ interface BootRecord extends Boot {
 
 /** The table of boots by image (in the order the images first appear): seconds, median (min-max). */
 function printTable(boots: readonly BootRecord[]): void {
-  // One column per image and seed (records from before the seed was recorded: the image alone).
-  const column = (b: BootRecord): string => (b.seed === undefined ? b.imagePath : `${b.imagePath}\u0000${b.seed}`);
+  // One column per image, seed and vCPU count (records from before the seed or the vCPUs were
+  // recorded: without them).
+  const column = (b: BootRecord): string =>
+    [b.imagePath, b.seed ?? '', b.vcpus === undefined ? '' : String(b.vcpus)].join('\u0000');
   const images = [...new Set(boots.map(column))];
   const of = (i: number): BootRecord[] => boots.filter((b) => column(b) === images[i]);
   const rows: [string, (b: Boot) => number | undefined][] = [
@@ -548,8 +558,8 @@ function printTable(boots: readonly BootRecord[]): void {
     ['1-minute load before the boot', (b) => b.load * 1000],
   ];
   const col = (i: number): string => {
-    const [path, seedKind] = images[i]!.split('\u0000');
-    return `${basename(dirname(path!))}/${basename(path!)}${seedKind === undefined ? '' : `, ${seedKind} seed`}`;
+    const [path, seedKind, vcpus] = images[i]!.split('\u0000');
+    return `${basename(dirname(path!))}/${basename(path!)}${seedKind ? `, ${seedKind} seed` : ''}${vcpus ? `, ${vcpus} vCPU` : ''}`;
   };
   process.stdout.write(`\nseconds, median (min-max) of the boots that reached a 200\n`);
   process.stdout.write(`\n| measure | ${images.map((_, i) => `${i}: ${col(i)}`).join(' | ')} |\n`);

@@ -23,7 +23,10 @@
  *     EP_E2E_IMAGE=/var/cache/egress-proxies/images/<key>/proxy.qcow2 node bench/door-guests.ts [--rounds 5]'
  *
  * Options: --rounds (5), --requests (1000 plain GETs per round and variant), --connects (200),
- * --concurrency (repeat; 1 and 8), --deaths (3). Needs root, the test hosts and the Temporal dev
+ * --concurrency (repeat; 1 and 8), --deaths (3), --split-cpus (for the load part, the guests'
+ * QEMU on the upper half of the machine's CPUs and this process, the door and the target on the
+ * lower half, in both variants alike: the door off the cores its exits run on, as it runs beside
+ * the API and not on the proxy hosts; the replacements of the deaths part are not pinned). Needs root, the test hosts and the Temporal dev
  * server. Every wait is bounded; the pool, its members, the door and the worker are removed on
  * every path (SIGINT and SIGTERM included). Traffic goes to loopback and to the guests through the
  * machine's routes into the hosts' veths (checked with `ip route get`).
@@ -32,7 +35,7 @@ import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { loadavg, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs, promisify } from 'node:util';
 import type { WorkflowHandle } from '@temporalio/client';
@@ -64,7 +67,7 @@ import { connectClient, PROJECT_ROOT, uniqueId } from '../test/support/temporal.
 import { loadTestHosts, virsh } from '../test/support/testhosts.ts';
 
 const USAGE =
-  'node bench/door-guests.ts [--rounds 5] [--requests 1000] [--connects 200] [--concurrency 1 --concurrency 8] [--deaths 3]';
+  'node bench/door-guests.ts [--rounds 5] [--requests 1000] [--connects 200] [--concurrency 1 --concurrency 8] [--deaths 3] [--split-cpus]';
 const { values } = parseArgs({
   options: {
     rounds: { type: 'string', default: '5' },
@@ -72,6 +75,7 @@ const { values } = parseArgs({
     connects: { type: 'string', default: '200' },
     concurrency: { type: 'string', multiple: true, default: [] },
     deaths: { type: 'string', default: '3' },
+    'split-cpus': { type: 'boolean', default: false },
     ...HELP_OPTION,
   },
 });
@@ -80,6 +84,7 @@ const ROUNDS = Number(values.rounds);
 const REQUESTS = Number(values.requests);
 const CONNECTS = Number(values.connects);
 const DEATHS = Number(values.deaths);
+const SPLIT_CPUS = values['split-cpus'];
 const CONCURRENCY = (values.concurrency.length > 0 ? values.concurrency : ['1', '8']).map(Number);
 const READY_BOUND_MS = 8 * 60_000;
 // `openssl passwd -6 -salt abcdefgh secret`: the door's one credential, `bench` (password `secret`).
@@ -234,6 +239,10 @@ async function main(): Promise<void> {
     `pool of 2 Ready and in the door after ${((performance.now() - t0) / 1000).toFixed(1)} s; load ${fmtLoad(loadavg())}`,
   );
   const haproxyPid = (await doorState()).pid;
+  if (SPLIT_CPUS) {
+    if (haproxyPid === undefined) throw new Error("--split-cpus: the door's status names no HAProxy pid");
+    say(await splitCpus([process.pid, door.pid!, haproxyPid, web.pid!]));
+  }
   // Each session's member, read through the door: its straight requests go there.
   const members = new Map(
     poolAddresses(st).map((a) => [
@@ -382,6 +391,23 @@ async function main(): Promise<void> {
         `${answers.filter((a) => a.ip === '!').length} of ${answers.length} failed; out of the door's rotation (down, draining or gone) at ${(downAt / 1000).toFixed(2)} s; load ${fmtLoad(loadavg())}`,
     );
   }
+}
+
+/**
+ * Pins every thread of the pool's guests' QEMU to the upper half of the CPUs and every thread of
+ * `ours` to the lower half (`taskset -a -p`); what it did, as a line.
+ */
+async function splitCpus(ours: number[]): Promise<string> {
+  const n = cpus().length;
+  if (n < 2) throw new Error('--split-cpus needs at least 2 CPUs');
+  const low = `0-${Math.floor(n / 2) - 1}`;
+  const high = `${Math.floor(n / 2)}-${n - 1}`;
+  const { stdout } = await pexec('pgrep', ['-f', `guest=ep_${entry}_`], { timeout: 5_000 });
+  const guests = stdout.split(/\s+/).filter((p) => /^\d+$/.test(p));
+  if (guests.length !== 2) throw new Error(`--split-cpus: ${guests.length} QEMU processes of ${entry}'s guests, not 2`);
+  for (const pid of guests) await pexec('taskset', ['-a', '-p', '-c', high, pid], { timeout: 5_000 });
+  for (const pid of ours) await pexec('taskset', ['-a', '-p', '-c', low, String(pid)], { timeout: 5_000 });
+  return `CPUs split: the guests' QEMU (${guests.join(', ')}) on ${high}; this process, the door service, its HAProxy and the target (${ours.join(', ')}) on ${low}`;
 }
 
 const deadline = setTimeout(() => {
