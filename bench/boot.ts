@@ -439,6 +439,12 @@ async function printAnalysis(domain: string): Promise<void> {
         '-c',
         'dmesg | grep -E "Run /init|Run /sbin/init|EXT4-fs \\(vda1\\)|systemd\\[1\\]: systemd |Freeing unused kernel|virtio_blk|virtio_net" | head -n 12',
       ],
+      // The slowest initcalls, in µs, when the kernel ran with initcall_debug (nothing otherwise).
+      [
+        '/bin/sh',
+        '-c',
+        'dmesg | sed -n "s/.*initcall \\([^ ]*\\) returned .* after \\([0-9]*\\) usecs/\\2 \\1/p" | sort -rn | head -n 15',
+      ],
       // When each unit on the way to the first CONNECT was queued, exec'd and active (monotonic
       // µs since the kernel started), and the guest's own log lines for the seed and the lease.
       [

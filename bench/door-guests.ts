@@ -350,6 +350,17 @@ async function main(): Promise<void> {
       }
     }
   }
+  // Each round's door p50 less the same round's straight p50 (the two ran back to back): the
+  // machine's drift between rounds cancels out of each difference.
+  for (const c of CONCURRENCY) {
+    for (const kind of ['http', 'connect'] as const) {
+      const base = res.get(k('straight', kind, c))!;
+      const diffs = res.get(k('door', kind, c))!.map((r, i) => r.p50 - base[i]!.p50);
+      say(
+        `added p50, paired by round, ${kind} at ${c}: ${fmtRange(spread(diffs), 3)} ms; ${diffs.filter((d) => d <= 1).length} of ${diffs.length} rounds at most 1 ms`,
+      );
+    }
+  }
   const hwm = async (pid: number | undefined): Promise<string> => {
     const kb = /VmHWM:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8').catch(() => ''))?.[1];
     return kb ? (Number(kb) / 1024).toFixed(1) : '?';
