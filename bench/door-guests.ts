@@ -26,10 +26,11 @@
  * --concurrency (repeat; 1 and 8), --deaths (3), --split-cpus (for the load part, the guests'
  * QEMU on the upper half of the machine's CPUs and this process, the door and the target on the
  * lower half, in both variants alike: the door off the cores its exits run on, as it runs beside
- * the API and not on the proxy hosts; the replacements of the deaths part are not pinned). Needs root, the test hosts and the Temporal dev
- * server. Every wait is bounded; the pool, its members, the door and the worker are removed on
- * every path (SIGINT and SIGTERM included). Traffic goes to loopback and to the guests through the
- * machine's routes into the hosts' veths (checked with `ip route get`).
+ * the API and not on the proxy hosts; the replacements of the deaths part are not pinned). Needs
+ * root, the test hosts and the Temporal dev server. Every wait is bounded; the pool, its members,
+ * the door and the worker are removed on every path (SIGINT and SIGTERM included). Traffic goes to
+ * loopback and to the guests through the machine's routes into the hosts' veths (checked with
+ * `ip route get`).
  */
 import { execFile, spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
