@@ -74,6 +74,8 @@ import { fleetConfig, spawnWorker, writeProvidersFile } from '../support/fleet.t
 import type { WorkerProcess } from '../support/fleet.ts';
 import { connectClient, uniqueId } from '../support/temporal.ts';
 
+/** The console log's reads while ep-seed's and ep-net's lines are awaited (500 ms apart). */
+const CONSOLE_READS = 120;
 const here = dirname(fileURLToPath(import.meta.url));
 const run = Date.now().toString(36);
 const entry = `e2e${run}`;
@@ -360,7 +362,15 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     // The console log is the guest's serial console, kept on the host. Without ep-seed (a seed
     // from an older provider, or a reader that gave up) cloud-init's network stage would have
     // configured Squid instead, 20-30 s later under TCG (docs/benchmarks.md, "Guest boot").
-    const consoleText = await readFile(hostPath(host, names.consoleLogPath), 'utf8');
+    // ep-seed's and ep-net's lines reach the console through the journal, whose start may follow
+    // Squid's (the first CONNECT): the log is read every 500 ms until both are there, at most 60 s.
+    const consoleLog = hostPath(host, names.consoleLogPath);
+    let consoleText = '';
+    for (let i = 0; i < CONSOLE_READS; i++) {
+      consoleText = await readFile(consoleLog, 'utf8');
+      if (consoleText.includes('ep-seed: applied: ') && consoleText.includes('ep-net: bound: ')) break;
+      await sleep(500);
+    }
     assert.ok(
       consoleText.includes(`ep-seed: applied: hostname ${proxyName}, 1 file(s)`),
       `ep-seed's line on the console; tail:\n${consoleText.split('\n').slice(-40).join('\n')}`,
@@ -369,6 +379,14 @@ describe('a proxy VM boots from the test image and its Squid tunnels a CONNECT',
     // The image's own initramfs and DHCP client (files/ep-initrd-init, files/ep-net): the lease
     // the provider read is the one ep-dhcp applied, with the network's own name server.
     assert.doesNotMatch(consoleText, /ep-initrd: error/);
+    // The first DHCP discover goes out from the initramfs, before systemd starts (the network's
+    // DHCP server's 3 s ping of a new address then overlaps the rest of the boot).
+    const discover = consoleText.indexOf('ep-initrd: eth0 up, the first DHCP discover goes out');
+    const welcome = consoleText.indexOf('Welcome to ');
+    assert.ok(
+      discover >= 0 && welcome > discover,
+      `the initramfs's DHCP discover line before systemd's Welcome (at ${discover}, ${welcome}); head:\n${consoleText.slice(0, 2000)}`,
+    );
     assert.match(
       consoleText,
       new RegExp(`ep-net: bound: ${guestIp.replaceAll('.', '\\.')}/\\d+ via \\S+, names from (?!none)\\S+`),
