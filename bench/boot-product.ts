@@ -20,7 +20,7 @@
  * per boot and peak RSS (in process: it runs all the product boots).
  *
  *   flock /tmp/ep-integration.lock bash -c 'scripts/temporal up >/dev/null && test/hosts/testhost up 2 >/dev/null && \
- *     node bench/boot-product.ts --image /var/cache/egress-proxies/images/4fbd77bef684457f/proxy.qcow2 --boots 5'
+ *     node bench/boot-product.ts --image "$(test/e2e/image/build | tail -n1)" --boots 5'
  *
  * Every wait is bounded (--bound-s per boot); every proxy (through its workflow, then by name on
  * every host), base and marker volume, the worker, the mirror and the target are removed on every
