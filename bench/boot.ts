@@ -117,40 +117,28 @@ const owner = `bench-boot-${run}`;
 const say = (line: string): void => void process.stdout.write(`boot: ${line}\n`);
 const s = (ms: number): string => (ms / 1000).toFixed(1);
 
-/** Boot stages as the serial console shows them; the first line matching each is timed. */
-const STAGES: readonly [string, RegExp][] = [
-  ['console: first output (BIOS, GRUB)', /\S/],
-  ['GRUB: kernel read', /ep-boot: grub loads the initrd/],
-  ['GRUB: initrd read, kernel starts', /ep-boot: grub starts the kernel/],
-  ['kernel: Linux version (not in a quiet kernel)', /Linux version \d/],
-  ['initramfs: the first DHCP discover', /ep-initrd: eth0 up, the first DHCP discover/],
-  ['systemd: Welcome', /Welcome to /],
-  ['ep-seed: seed applied (no cloud-init)', /ep-seed: applied/],
-  ['cloud-init network stage starts', /running 'init'/],
+/**
+ * Boot stages as the serial console shows them (the table's name, the per-boot line's short name,
+ * the line); the first line matching each is timed.
+ */
+const STAGES: readonly [string, string, RegExp][] = [
+  ['console: first output (BIOS, GRUB)', 'out', /\S/],
+  ['GRUB: kernel read', 'grub-k', /ep-boot: grub loads the initrd/],
+  ['GRUB: initrd read, kernel starts', 'grub-i', /ep-boot: grub starts the kernel/],
+  ['kernel: Linux version (not in a quiet kernel)', 'linux', /Linux version \d/],
+  ['initramfs: the first DHCP discover', 'dhcp', /ep-initrd: eth0 up, the first DHCP discover/],
+  ['systemd: Welcome', 'systemd', /Welcome to /],
+  ['ep-seed: seed applied (no cloud-init)', 'ep-seed', /ep-seed: applied/],
+  ['cloud-init network stage starts', 'ci-net', /running 'init'/],
   [
     'cloud-init network stage done',
+    'ci-net-done',
     /Finished.*cloud-init\.s|Reached target.*cloud-config\.target|Cloud-config availability/,
   ],
-  ['network-online.target', /Reached target.*network-online/],
-  ['squid.service started', /Started.*squid\.service/],
-  ['cloud-config starts', /running 'modules:config'/],
-  ['login prompt', /login:/],
-];
-/** The same stages, short, for the per-boot line. */
-const SHORT = [
-  'out',
-  'grub-k',
-  'grub-i',
-  'linux',
-  'dhcp',
-  'systemd',
-  'ep-seed',
-  'ci-net',
-  'ci-net-done',
-  'online',
-  'squid',
-  'ci-config',
-  'login',
+  ['network-online.target', 'online', /Reached target.*network-online/],
+  ['squid.service started', 'squid', /Started.*squid\.service/],
+  ['cloud-config starts', 'ci-config', /running 'modules:config'/],
+  ['login prompt', 'login', /login:/],
 ];
 
 interface Boot {
@@ -258,7 +246,7 @@ async function boot(i: number, seedKind: SeedKind, vcpus: number, name: string, 
       while (watching) {
         const text = await readFile(hostPath(host, names.consoleLogPath), 'utf8').catch(() => '');
         const at = performance.now() - start;
-        STAGES.forEach(([, re], k) => {
+        STAGES.forEach(([, , re], k) => {
           if (stages[k] === undefined && re.test(text)) stages[k] = at;
         });
         await sleep(POLL_MS);
@@ -527,7 +515,7 @@ async function main(): Promise<void> {
           say(
             `image ${i} (${seedKind} seed, ${vcpus} vCPU) boot ${k + 1}/${BOOTS} (load ${b.load.toFixed(2)})${b.failed ? ` FAILED: ${b.failed}` : ''}: define+start ${s(b.createMs)} s, ` +
               `start → address ${s(b.addressMs)} s (${b.source}), → 200 ${s(b.healthyMs)} s (${b.probes} probes), → Healthy ${b.monitorHealthyMs === undefined ? '—' : s(b.monitorHealthyMs)} s; ` +
-              `console: ${SHORT.map((what, j) => `${what} ${b.stages[j] === undefined ? '—' : s(b.stages[j])}`).join(', ')}`,
+              `console: ${STAGES.map(([, what], j) => `${what} ${b.stages[j] === undefined ? '—' : s(b.stages[j])}`).join(', ')}`,
           );
           if (values.record) {
             const rec: BootRecord = { ...b, imagePath: IMAGES[i]!, host: host.name, at: new Date().toISOString() };
